@@ -1,0 +1,10 @@
+"""``python -m shardstream``: the same entry point as the ``shardstream`` script."""
+
+from __future__ import annotations
+
+import sys
+
+from shardstream.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""BSON types that pymongo folds into others, kept distinct so tokens round-trip.
+
+pymongo decodes Symbol as ``str``, Undefined as ``None`` and DBPointer as
+``DBRef``; KeyString keeps them apart (a Symbol sets a type bit, Undefined and
+DBPointer have CTypes of their own), so the codec needs values that say which
+BSON type they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from bson.objectid import ObjectId
+
+
+class Symbol(str):
+    """A BSON Symbol (deprecated type 0x0E): compares and sorts like the string it holds."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Symbol({str.__repr__(self)})"
+
+
+class _UndefinedType:
+    """The BSON Undefined value (deprecated type 0x06); use the ``UNDEFINED`` singleton."""
+
+    __slots__ = ()
+    _instance: _UndefinedType | None = None
+
+    def __new__(cls) -> _UndefinedType:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNDEFINED"
+
+    def __reduce__(self) -> str:
+        return "UNDEFINED"
+
+
+UNDEFINED: Final = _UndefinedType()
+
+
+@dataclass(frozen=True, slots=True)
+class DBPointer:
+    """A BSON DBPointer (deprecated type 0x0C): a namespace string and an ObjectId."""
+
+    namespace: str
+    oid: ObjectId

@@ -1,0 +1,163 @@
+"""Resume token data as Extended JSON documents (the ``token decode/encode`` contract).
+
+Keys follow the token's own order: ``clusterTime, version, tokenType,
+txnOpIndex, fromInvalidate, uuid`` then ``documentKey`` (v0/v1/legacy) or
+``eventIdentifier`` (v2) when present, then ``fragmentNum`` when present.
+Values are written as canonical Extended JSON so every BSON type survives,
+including the three pymongo folds into others (Symbol, Undefined, DBPointer).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuid_module
+from collections.abc import Mapping
+from typing import Any, Final
+
+from bson import json_util
+from bson.binary import Binary
+from bson.datetime_ms import DatetimeConversion
+from bson.dbref import DBRef
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ResumeTokenError
+from shardstream.resume_token.bson_values import UNDEFINED, DBPointer, Symbol, _UndefinedType
+from shardstream.resume_token.token_data import ResumeTokenData, TokenType
+
+JSON_OPTIONS: Final = json_util.CANONICAL_JSON_OPTIONS.with_options(
+    datetime_conversion=DatetimeConversion.DATETIME_AUTO
+)
+_KEYS: Final = (
+    "clusterTime",
+    "version",
+    "tokenType",
+    "txnOpIndex",
+    "fromInvalidate",
+    "uuid",
+    "documentKey",
+    "eventIdentifier",
+    "fragmentNum",
+)
+
+
+def token_data_to_document(data: ResumeTokenData) -> dict[str, Any]:
+    """Return the token's fields as an ordered document of BSON values."""
+    document: dict[str, Any] = {
+        "clusterTime": data.cluster_time,
+        "version": data.version,
+        "tokenType": int(data.token_type),
+        "txnOpIndex": data.txn_op_index,
+        "fromInvalidate": data.from_invalidate,
+        "uuid": None if data.uuid is None else Binary(data.uuid.bytes, 4),
+    }
+    if data.version >= 2:
+        if data.event_identifier is not None:
+            document["eventIdentifier"] = data.event_identifier
+    elif data.document_key is not None:
+        document["documentKey"] = data.document_key
+    if data.fragment_num is not None:
+        document["fragmentNum"] = data.fragment_num
+    return document
+
+
+def token_data_from_document(document: Mapping[str, Any]) -> ResumeTokenData:
+    """Build token data from the document form (``version`` is required).
+
+    Raises:
+        ResumeTokenError: a key is unknown or a value has the wrong type.
+    """
+    unknown = [key for key in document if key not in _KEYS]
+    if unknown:
+        raise ResumeTokenError(f"expected only the keys {list(_KEYS)}, got also {unknown!r}")
+    if "version" not in document:
+        raise ResumeTokenError("expected a 'version' key (0, 1 or 2), got none")
+    cluster_time = document.get("clusterTime")
+    if not isinstance(cluster_time, Timestamp):
+        raise ResumeTokenError(
+            f"expected clusterTime as {{'$timestamp': {{'t': ..., 'i': ...}}}}, got "
+            f"{cluster_time!r:.100}"
+        )
+    return ResumeTokenData(
+        cluster_time=cluster_time,
+        version=_plain_int(document["version"], "version"),
+        token_type=_plain_int(document.get("tokenType", TokenType.EVENT), "tokenType"),
+        txn_op_index=_plain_int(document.get("txnOpIndex", 0), "txnOpIndex"),
+        from_invalidate=_bool(document.get("fromInvalidate", False)),
+        uuid=_uuid_or_none(document.get("uuid")),
+        document_key=document.get("documentKey"),
+        event_identifier=document.get("eventIdentifier"),
+        fragment_num=(
+            None
+            if document.get("fragmentNum") is None
+            else _plain_int(document["fragmentNum"], "fragmentNum")
+        ),
+    )
+
+
+def dumps(value: Any) -> str:
+    """Serialise BSON values as one line of canonical Extended JSON."""
+    return json_util.dumps(_to_json_ready(value), json_options=JSON_OPTIONS)
+
+
+def loads(text: str) -> Any:
+    """Parse Extended JSON, keeping Symbol, Undefined and DBPointer distinct."""
+    return json.loads(text, object_pairs_hook=_object_pairs_hook)
+
+
+def _object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
+    if len(pairs) == 1:
+        key, value = pairs[0]
+        if key == "$symbol" and isinstance(value, str):
+            return Symbol(value)
+        if key == "$undefined" and value is True:
+            return UNDEFINED
+        if key == "$dbPointer" and isinstance(value, DBRef) and value.database is None:
+            return DBPointer(value.collection, value.id)
+    return json_util.object_pairs_hook(pairs, JSON_OPTIONS)
+
+
+def _to_json_ready(value: Any) -> Any:
+    # Only the three folded types need rewriting; json_util handles the rest.
+    if isinstance(value, Symbol):
+        return {"$symbol": str(value)}
+    if isinstance(value, _UndefinedType):
+        return {"$undefined": True}
+    if isinstance(value, DBPointer):
+        return {"$dbPointer": {"$ref": value.namespace, "$id": value.oid}}
+    if isinstance(value, uuid_module.UUID):
+        return Binary(value.bytes, 4)
+    if isinstance(value, Mapping) and not isinstance(value, DBRef):
+        return {key: _to_json_ready(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_json_ready(item) for item in value]
+    return value
+
+
+def _plain_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ResumeTokenError(f"expected {name} to be an integer, got {value!r:.100}")
+    return int(value)
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ResumeTokenError(f"expected fromInvalidate to be true or false, got {value!r}")
+    return value
+
+
+def _uuid_or_none(value: Any) -> uuid_module.UUID | None:
+    if value is None:
+        return None
+    if isinstance(value, uuid_module.UUID):
+        return value
+    if isinstance(value, Binary) and value.subtype == 4 and len(value) == 16:
+        return uuid_module.UUID(bytes=bytes(value))
+    if isinstance(value, str):
+        try:
+            return uuid_module.UUID(value)
+        except ValueError:
+            pass
+    raise ResumeTokenError(
+        f"expected uuid as BinData subtype 4 (16 bytes), a UUID string or null, got "
+        f"{value!r:.100}"
+    )
