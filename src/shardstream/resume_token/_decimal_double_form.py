@@ -17,8 +17,18 @@ from __future__ import annotations
 
 import math
 import struct
-from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_EVEN, Context, Decimal
+from decimal import (
+    ROUND_CEILING,
+    ROUND_DOWN,
+    ROUND_FLOOR,
+    ROUND_HALF_EVEN,
+    Context,
+    Decimal,
+    Inexact,
+)
 from typing import Final
+
+from bson.decimal128 import Decimal128
 
 from shardstream.resume_token import ctype
 
@@ -30,7 +40,9 @@ DCM_CONTINUATION_ABOVE_15_DIGITS: Final = 3
 
 MASK64: Final = (1 << 64) - 1
 MAX_COEFFICIENT: Final = 10**34 - 1
-EXPONENT_BIAS: Final = 6176  # biased exponent of a Decimal128 whose last digit is in the units place
+EXPONENT_BIAS: Final = (
+    6176  # biased exponent of a Decimal128 whose last digit is in the units place
+)
 MAX_BIASED_EXPONENT: Final = 12287
 TINIEST_2BIT_DCM: Final = math.ldexp(1.0, -255)  # smaller doubles keep only a 1-bit DCM
 TINY_SHIFT: Final = 256  # exponent shift that lifts tiny doubles out of the subnormal range
@@ -39,7 +51,11 @@ MAX_INT_FOR_DOUBLE: Final = 2.0**53
 DBL_MIN: Final = 2.2250738585072014e-308
 DBL_MAX: Final = 1.7976931348623157e308
 
-_SIGN_BIT: Final = 1 << 63
+MAX_EXPONENT: Final = MAX_BIASED_EXPONENT - EXPONENT_BIAS  # 6111
+MIN_EXPONENT: Final = -EXPONENT_BIAS  # -6176
+SIGN_BIT: Final = 1 << 63
+NAN_HIGH: Final = 0x7C << 56  # high BID word of a quiet NaN (kPositiveNaN)
+INFINITY_HIGH: Final = 0x78 << 56
 _ZERO_LOWEST_EXPONENT: Final = Decimal("0E-6176")  # kLargestNegativeExponentZero
 
 
@@ -63,6 +79,48 @@ def away_from_zero(negative: bool) -> Context:
     return DOWNWARD if negative else UPWARD
 
 
+def unpack_bid(high: int, low: int) -> tuple[str, bool, int, int]:
+    """Split BID words into (kind, negative, coefficient, biased exponent).
+
+    ``kind`` is "nan", "inf" or "finite"; a non-canonical finite value reads as a zero, as in
+    the Intel library (``Decimal128::getBiasedExponent`` / ``isZero``).
+    """
+    negative = bool(high & SIGN_BIT)
+    top = (high >> 58) & 0x1F
+    if top == 0x1F:
+        return "nan", negative, 0, 0
+    if top == 0x1E:
+        return "inf", negative, 0, 0
+    if (high >> 61) & 0b11 == 0b11:
+        return "finite", negative, 0, (high >> 47) & 0x3FFF
+    coef = ((high & ((1 << 49) - 1)) << 64) | low
+    return "finite", negative, (coef if coef <= MAX_COEFFICIENT else 0), (high >> 49) & 0x3FFF
+
+
+def from_words(high: int, low: int) -> Decimal128:
+    """The Decimal128 with the given high and low BID words."""
+    return Decimal128.from_bid(low.to_bytes(8, "little") + high.to_bytes(8, "little"))
+
+
+def make_decimal(negative: bool, coef: int, exponent: int) -> Decimal:
+    """The decimal ``(-1)**negative * coef * 10**exponent``, cohort kept."""
+    return Decimal((int(negative), tuple(map(int, str(coef))), exponent))
+
+
+def parts(value: Decimal) -> tuple[bool, int, int]:
+    """(negative, coefficient, exponent) of a finite decimal."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # callers only pass finite values
+    return bool(sign), int("".join(map(str, digits))), exponent
+
+
+def words(value: Decimal) -> tuple[int, int]:
+    """The (high, low) BID words of a finite decimal in range."""
+    negative, coef, exponent = parts(value)
+    high = (SIGN_BIT if negative else 0) | ((exponent + EXPONENT_BIAS) << 49) | (coef >> 64)
+    return high, coef & MASK64
+
+
 def double_bits(value: float) -> int:
     """Return the IEEE 754 bit pattern of ``value``."""
     bits: int = struct.unpack(">Q", struct.pack(">d", value))[0]
@@ -80,14 +138,41 @@ def put64(out: bytearray, value: int, invert: bool) -> None:
     out += ((value ^ MASK64) if invert else value).to_bytes(8, "big")
 
 
-def coefficient(value: Decimal) -> int:
-    """Return the integer coefficient of a finite decimal."""
-    return int("".join(map(str, value.as_tuple().digits)))
-
-
 def normalize(value: Decimal) -> Decimal:
     """``Decimal128::normalize``: add 0E-6176, which widens the coefficient to 34 digits."""
     return TIES_EVEN.add(value, _ZERO_LOWEST_EXPONENT)
+
+
+def add_continuation(value: Decimal, continuation: int) -> Decimal | None:
+    """Widen ``value`` to 34 digits and add ``continuation`` units in its last place.
+
+    Returns None when the sum would need rounding, which the server rejects.
+    """
+    value = normalize(value)
+    negative, _, exponent = parts(value)
+    ctx = context(ROUND_HALF_EVEN)
+    total = ctx.add(value, make_decimal(negative, continuation, exponent))
+    return None if ctx.flags[Inexact] else total
+
+
+def with_exponent_bits(value: Decimal, stored: int) -> Decimal | None:
+    """The cohort of non-zero ``value`` whose biased exponent is ``stored`` mod 64, if any.
+
+    A value spans at most 34 adjacent exponents (its coefficient grows from its shortest form
+    up to 34 digits), fewer than 64, so at most one matches.  That is the exponent the
+    server's up-or-down search in ``adjustDecimalExponent`` lands on whenever it succeeds,
+    whatever cohort it starts from.
+    """
+    negative, coef, exponent = parts(value)
+    while coef % 10 == 0:
+        coef //= 10
+        exponent += 1
+    highest = min(exponent, MAX_EXPONENT)
+    lowest = max(exponent - (34 - len(str(coef))), MIN_EXPONENT)
+    target = highest - (highest + EXPONENT_BIAS - stored) % 64
+    if target < lowest:
+        return None
+    return make_decimal(negative, coef * 10 ** (exponent - target), target)
 
 
 def to_double_toward_zero(coef: int, exponent: int) -> tuple[float, bool]:
@@ -125,7 +210,7 @@ def from_double(value: float, rounding: Context, *, fifteen_digits: bool = False
         return converted
     decade = ((math.frexp(value)[1] - 1) * 30103) // 100000
     result = converted.quantize(Decimal(f"1E{decade - 14}"), context=rounding)
-    if coefficient(result) >= 10**15:
+    if parts(result)[1] >= 10**15:
         result = converted.quantize(Decimal(f"1E{decade - 13}"), context=rounding)
     return result
 
@@ -146,7 +231,9 @@ def append_small_double(out: bytearray, value: float, dcm: int) -> None:
     negative = value < 0
     magnitude = -value if negative else value
     out.append(
-        ctype.NUMERIC_NEGATIVE_SMALL_MAGNITUDE if negative else ctype.NUMERIC_POSITIVE_SMALL_MAGNITUDE
+        ctype.NUMERIC_NEGATIVE_SMALL_MAGNITUDE
+        if negative
+        else ctype.NUMERIC_POSITIVE_SMALL_MAGNITUDE
     )
     if magnitude >= TINIEST_2BIT_DCM:
         encoded = (double_bits(magnitude) << 2) | dcm  # top bits come out as 0b11
@@ -167,7 +254,7 @@ def append_large_double(out: bytearray, value: float, dcm: int) -> None:
     )
     if math.isfinite(value):
         # The top exponent bit is always 1 here, so dropping it frees the low bit for the DCM.
-        encoded = ((double_bits(value) << 1) & MASK64 & ~_SIGN_BIT) | (dcm != DCM_EQUAL_TO_DOUBLE)
+        encoded = ((double_bits(value) << 1) & MASK64 & ~SIGN_BIT) | (dcm != DCM_EQUAL_TO_DOUBLE)
     else:
         encoded = MASK64
     put64(out, encoded, value < 0)

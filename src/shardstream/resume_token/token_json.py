@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from bson import json_util
 from bson.binary import Binary
+from bson.code import Code
 from bson.datetime_ms import DatetimeConversion
 from bson.dbref import DBRef
 from bson.timestamp import Timestamp
@@ -126,6 +127,8 @@ def _to_json_ready(value: Any) -> Any:
         return {"$dbPointer": {"$ref": value.namespace, "$id": value.oid}}
     if isinstance(value, uuid_module.UUID):
         return Binary(value.bytes, 4)
+    if isinstance(value, Code):
+        return value if value.scope is None else Code(str(value), _to_json_ready(value.scope))
     if isinstance(value, Mapping) and not isinstance(value, DBRef):
         return {key: _to_json_ready(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -1,0 +1,109 @@
+"""Hypothesis strategies for BSON values and resume token data."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bson.binary import Binary
+from bson.code import Code
+from bson.datetime_ms import DatetimeMS
+from bson.decimal128 import Decimal128
+from bson.int64 import Int64
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.objectid import ObjectId
+from bson.regex import Regex
+from bson.timestamp import Timestamp
+from hypothesis import strategies as st
+
+from shardstream.resume_token import UNDEFINED, DBPointer, ResumeTokenData, Symbol, TokenType
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1).map(Int64)
+DOUBLES = st.floats(allow_nan=True, allow_infinity=True)
+FINITE_DOUBLES = st.floats(allow_nan=False, allow_infinity=False)
+DECIMALS = st.one_of(
+    st.builds(
+        lambda sign, coefficient, exponent: Decimal128(f"{sign}{coefficient}E{exponent}"),
+        st.sampled_from(["", "-"]),
+        st.one_of(st.integers(0, 10**6), st.integers(0, 10**34 - 1)),
+        st.one_of(st.integers(-20, 20), st.integers(-6176, 6111)),
+    ),
+    st.sampled_from(["1.5", "0.1", "-2.50", "1E+30", "NaN", "Infinity", "-Infinity", "0E-6176"]).map(
+        Decimal128
+    ),
+)
+TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
+NAMES = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8)
+UUIDS = st.uuids()
+OBJECT_IDS = st.binary(min_size=12, max_size=12).map(ObjectId)
+TIMESTAMPS = st.builds(Timestamp, st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+
+SCALARS: st.SearchStrategy[Any] = st.one_of(
+    st.none(),
+    st.booleans(),
+    INT32,
+    INT64,
+    DOUBLES,
+    DECIMALS,
+    TEXT,
+    TEXT.map(lambda text: Symbol(text)),
+    OBJECT_IDS,
+    st.builds(Binary, st.binary(max_size=300), st.sampled_from([0, 1, 3, 4, 5, 0x80])),
+    TIMESTAMPS,
+    st.integers(-(2**63), 2**63 - 1).map(DatetimeMS),
+    st.builds(Regex, NAMES, st.sampled_from(["", "i", "im", "imsx"])),
+    TEXT.map(lambda text: Code(text)),
+    st.sampled_from([MinKey(), MaxKey(), UNDEFINED]),
+    st.builds(DBPointer, NAMES, OBJECT_IDS),
+)
+
+
+def bson_values(max_leaves: int = 12) -> st.SearchStrategy[Any]:
+    """Any BSON value, nested documents and arrays included."""
+    return st.recursive(
+        SCALARS,
+        lambda children: st.one_of(
+            st.lists(children, max_size=4),
+            st.dictionaries(NAMES, children, max_size=4),
+            st.builds(lambda text, scope: Code(text, scope), TEXT, st.dictionaries(NAMES, children, max_size=3)),
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+def document_keys() -> st.SearchStrategy[dict[str, Any]]:
+    """A documentKey: ``_id`` of any type, sometimes after shard-key fields."""
+    return st.builds(
+        lambda shard_fields, id_value: {**shard_fields, "_id": id_value},
+        st.dictionaries(NAMES.filter(lambda n: n != "_id"), bson_values(4), max_size=2),
+        bson_values(),
+    )
+
+
+@st.composite
+def token_data(draw: st.DrawFn) -> ResumeTokenData:
+    """Valid token data of any version, event or high-water mark."""
+    version = draw(st.sampled_from([0, 1, 2]))
+    time = draw(TIMESTAMPS)
+    if draw(st.booleans()) and version >= 1:
+        return ResumeTokenData(
+            cluster_time=time, version=version, token_type=TokenType.HIGH_WATER_MARK
+        )
+    uuid_value: uuid.UUID | None = draw(st.one_of(st.none(), UUIDS))
+    key = draw(document_keys())
+    fields: dict[str, Any] = {
+        "cluster_time": time,
+        "version": version,
+        "txn_op_index": draw(st.integers(0, 2**31 - 1)),
+        "from_invalidate": draw(st.booleans()) if version >= 1 else False,
+        "uuid": uuid_value,
+    }
+    if version >= 2:
+        op_type = draw(st.sampled_from(["insert", "update", "replace", "delete"]))
+        fields["event_identifier"] = {"operationType": op_type, "documentKey": key}
+        fields["fragment_num"] = draw(st.one_of(st.none(), st.integers(0, 2**31 - 1)))
+    elif uuid_value is not None and draw(st.booleans()):
+        fields["document_key"] = key
+    return ResumeTokenData(**fields)

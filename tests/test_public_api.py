@@ -1,0 +1,40 @@
+"""The curated public API and the exception tree."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import shardstream
+from shardstream import errors, resume_token
+
+
+@pytest.mark.parametrize("module", [shardstream, resume_token, errors])
+def test_all_is_sorted_and_importable(module: object) -> None:
+    names = module.__all__  # type: ignore[attr-defined]
+    assert names == sorted(names)
+    for name in names:
+        assert getattr(module, name) is not None
+
+
+def test_every_error_is_a_shardstream_error() -> None:
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.ShardstreamError)
+
+
+def test_input_errors_are_value_errors() -> None:
+    assert issubclass(errors.ResumeTokenError, ValueError)
+    assert issubclass(errors.ConfigurationError, ValueError)
+    assert issubclass(errors.ChangeStreamHistoryLost, errors.OplogError)
+
+
+def test_error_tree_is_drawn_in_the_docstring() -> None:
+    assert errors.__doc__ is not None
+    for name in errors.__all__:
+        assert name in errors.__doc__
+
+
+def test_package_imports_without_pyspark() -> None:
+    importlib.reload(shardstream)
+    assert "pyspark" not in shardstream.__dict__
