@@ -30,9 +30,9 @@ DECIMALS = st.one_of(
         st.one_of(st.integers(0, 10**6), st.integers(0, 10**34 - 1)),
         st.one_of(st.integers(-20, 20), st.integers(-6176, 6111)),
     ),
-    st.sampled_from(["1.5", "0.1", "-2.50", "1E+30", "NaN", "Infinity", "-Infinity", "0E-6176"]).map(
-        Decimal128
-    ),
+    st.sampled_from(
+        ["1.5", "0.1", "-2.50", "1E+30", "NaN", "Infinity", "-Infinity", "0E-6176"]
+    ).map(Decimal128),
 )
 TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=20)
 NAMES = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8)
@@ -67,7 +67,11 @@ def bson_values(max_leaves: int = 12) -> st.SearchStrategy[Any]:
         lambda children: st.one_of(
             st.lists(children, max_size=4),
             st.dictionaries(NAMES, children, max_size=4),
-            st.builds(lambda text, scope: Code(text, scope), TEXT, st.dictionaries(NAMES, children, max_size=3)),
+            st.builds(
+                lambda text, scope: Code(text, scope),
+                TEXT,
+                st.dictionaries(NAMES, children, max_size=3),
+            ),
         ),
         max_leaves=max_leaves,
     )

@@ -71,7 +71,7 @@ def test_decode_legacy_bindata_token(capsys: pytest.CaptureFixture[str]) -> None
 def test_decode_reports_bad_lines_and_goes_on(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{V1_INSERT}\nnot-hex\n\n{{\"_data\": 1}}\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f'{V1_INSERT}\nnot-hex\n\n{{"_data": 1}}\n'))
     assert main(["token", "decode"]) == 1
     lines = _lines(capsys)
     assert len(lines) == 3
@@ -110,7 +110,14 @@ def test_encode_accepts_relaxed_numbers_and_requires_version(
 
 def test_python_dash_m_runs_the_same_main() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "shardstream", "token", "decode", "82644F2A8D000000012B0429296E1404"],
+        [
+            sys.executable,
+            "-m",
+            "shardstream",
+            "token",
+            "decode",
+            "82644F2A8D000000012B0429296E1404",
+        ],
         capture_output=True,
         text=True,
         check=True,

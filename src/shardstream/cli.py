@@ -123,6 +123,6 @@ def _parse_json(text: str, expected: str) -> Any:
 
 
 def _run_demo(_args: argparse.Namespace) -> int:
-    from shardstream.demo import run_token_demo  # noqa: PLC0415 - only the demo needs it
+    from shardstream.demo import run_token_demo
 
     return run_token_demo(sys.stdout)

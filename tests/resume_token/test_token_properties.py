@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import uuid
 from fractions import Fraction
 from typing import Any
 
@@ -34,8 +35,10 @@ from shardstream.resume_token import (
     decode_token,
     encode_token,
 )
+from shardstream.resume_token.keystring import encode_values
 from shardstream.resume_token.token_json import dumps, token_data_to_document
-from tests.strategies import INT32, INT64, TEXT, token_data
+from shardstream.resume_token.type_bits import TypeBitsWriter
+from tests.strategies import INT32, INT64, OBJECT_IDS, TEXT, TIMESTAMPS, UUIDS, token_data
 
 TIME = Timestamp(1700000000, 7)
 
@@ -125,20 +128,25 @@ def test_bson_types_sort_in_canonical_type_order() -> None:
     assert _event_token(Symbol("s")).sort_key == _event_token("s").sort_key
 
 
+def _decoded_or_error(token: ResumeToken | str) -> ResumeTokenData | ResumeTokenError:
+    """Decode, turning the one allowed failure into a value; any other exception escapes."""
+    try:
+        return decode_token(token)
+    except ResumeTokenError as exc:
+        error = exc
+    message = str(error)
+    assert "expected" in message or "invalid" in message, message
+    return error
+
+
 @given(st.binary(max_size=64), st.one_of(st.none(), st.binary(max_size=8)))
 def test_random_bytes_only_raise_resume_token_error(raw: bytes, type_bits: bytes | None) -> None:
-    try:
-        decode_token(ResumeToken(raw.hex().upper(), type_bits))
-    except ResumeTokenError:
-        pass
+    assert _decoded_or_error(ResumeToken(raw.hex().upper(), type_bits))
 
 
 @given(st.text(max_size=40))
 def test_random_text_only_raises_resume_token_error(text: str) -> None:
-    try:
-        decode_token(text)
-    except ResumeTokenError:
-        pass
+    assert _decoded_or_error(text)
 
 
 @given(token_data(), st.data())
@@ -151,7 +159,41 @@ def test_damaged_real_tokens_only_raise_resume_token_error(
         raw[position] = draw.draw(st.integers(0, 255))
     else:
         del raw[position:]
-    try:
-        decode_token(ResumeToken(raw.hex().upper(), encode_token(data).type_bits))
-    except ResumeTokenError:
-        pass
+    assert _decoded_or_error(ResumeToken(raw.hex().upper(), encode_token(data).type_bits))
+
+
+@given(
+    TIMESTAMPS,
+    st.one_of(st.none(), UUIDS),
+    st.sampled_from(["insert", "update", "replace", "delete", "x\x00y", ""]),
+    st.integers(0, 300),
+    st.booleans(),
+    OBJECT_IDS,
+)
+def test_object_id_template_matches_the_general_encoder(
+    time: Timestamp,
+    uuid_value: uuid.UUID | None,
+    operation_type: str,
+    txn_op_index: int,
+    from_invalidate: bool,
+    object_id: ObjectId,
+) -> None:
+    data = ResumeTokenData(
+        cluster_time=time,
+        uuid=uuid_value,
+        txn_op_index=txn_op_index,
+        from_invalidate=from_invalidate,
+        event_identifier={"operationType": operation_type, "documentKey": {"_id": object_id}},
+    )
+    general = bytearray()
+    bits = TypeBitsWriter()
+    encode_values(
+        [time, 2, 128, txn_op_index, from_invalidate, uuid_value, data.event_identifier],
+        general,
+        bits,
+    )
+    general.append(0x04)
+    token = encode_token(data)
+    assert token.data == general.hex().upper()
+    assert token.type_bits == bits.serialize()
+    assert decode_token(token) == data

@@ -32,13 +32,13 @@ from shardstream.resume_token.token_encoder import encode_token
 
 __all__ = [
     "CLASSIC_OPERATION_TYPES",
-    "DBPointer",
     "DEFAULT_TOKEN_VERSION",
+    "UNDEFINED",
+    "DBPointer",
     "ResumeToken",
     "ResumeTokenData",
     "Symbol",
     "TokenType",
-    "UNDEFINED",
     "decode_legacy_token",
     "decode_token",
     "decode_token_document",

@@ -30,6 +30,7 @@ from typing import Final
 
 from bson.decimal128 import Decimal128
 
+from shardstream.errors import ResumeTokenError
 from shardstream.resume_token import ctype
 
 # DecimalContinuationMarker values (key_string.h).
@@ -40,9 +41,8 @@ DCM_CONTINUATION_ABOVE_15_DIGITS: Final = 3
 
 MASK64: Final = (1 << 64) - 1
 MAX_COEFFICIENT: Final = 10**34 - 1
-EXPONENT_BIAS: Final = (
-    6176  # biased exponent of a Decimal128 whose last digit is in the units place
-)
+# Biased exponent of a Decimal128 whose last digit is in the units place (kExponentBias).
+EXPONENT_BIAS: Final = 6176
 MAX_BIASED_EXPONENT: Final = 12287
 TINIEST_2BIT_DCM: Final = math.ldexp(1.0, -255)  # smaller doubles keep only a 1-bit DCM
 TINY_SHIFT: Final = 256  # exponent shift that lifts tiny doubles out of the subnormal range
@@ -75,7 +75,7 @@ TINY_DOWN_FACTOR: Final = TOWARD_ZERO.plus(Decimal(2.0**-TINY_SHIFT))
 
 
 def away_from_zero(negative: bool) -> Context:
-    """The context that rounds magnitudes up, as ``roundAwayFromZero`` in the server."""
+    """Return the context that rounds magnitudes up (the server's ``roundAwayFromZero``)."""
     return DOWNWARD if negative else UPWARD
 
 
@@ -98,24 +98,25 @@ def unpack_bid(high: int, low: int) -> tuple[str, bool, int, int]:
 
 
 def from_words(high: int, low: int) -> Decimal128:
-    """The Decimal128 with the given high and low BID words."""
+    """Return the Decimal128 with the given high and low BID words."""
     return Decimal128.from_bid(low.to_bytes(8, "little") + high.to_bytes(8, "little"))
 
 
 def make_decimal(negative: bool, coef: int, exponent: int) -> Decimal:
-    """The decimal ``(-1)**negative * coef * 10**exponent``, cohort kept."""
+    """Return the decimal ``(-1)**negative * coef * 10**exponent``, cohort kept."""
     return Decimal((int(negative), tuple(map(int, str(coef))), exponent))
 
 
 def parts(value: Decimal) -> tuple[bool, int, int]:
-    """(negative, coefficient, exponent) of a finite decimal."""
+    """Return (negative, coefficient, exponent) of a finite decimal."""
     sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)  # callers only pass finite values
+    if not isinstance(exponent, int):
+        raise ResumeTokenError(f"expected a finite decimal, found {value!r}")
     return bool(sign), int("".join(map(str, digits))), exponent
 
 
 def words(value: Decimal) -> tuple[int, int]:
-    """The (high, low) BID words of a finite decimal in range."""
+    """Return the (high, low) BID words of a finite decimal in the Decimal128 range."""
     negative, coef, exponent = parts(value)
     high = (SIGN_BIT if negative else 0) | ((exponent + EXPONENT_BIAS) << 49) | (coef >> 64)
     return high, coef & MASK64
@@ -139,7 +140,7 @@ def put64(out: bytearray, value: int, invert: bool) -> None:
 
 
 def normalize(value: Decimal) -> Decimal:
-    """``Decimal128::normalize``: add 0E-6176, which widens the coefficient to 34 digits."""
+    """Add 0E-6176, widening the coefficient to 34 digits (``Decimal128::normalize``)."""
     return TIES_EVEN.add(value, _ZERO_LOWEST_EXPONENT)
 
 
@@ -156,7 +157,7 @@ def add_continuation(value: Decimal, continuation: int) -> Decimal | None:
 
 
 def with_exponent_bits(value: Decimal, stored: int) -> Decimal | None:
-    """The cohort of non-zero ``value`` whose biased exponent is ``stored`` mod 64, if any.
+    """Return the cohort of non-zero ``value`` whose biased exponent is ``stored`` mod 64.
 
     A value spans at most 34 adjacent exponents (its coefficient grows from its shortest form
     up to 34 digits), fewer than 64, so at most one matches.  That is the exponent the
@@ -199,7 +200,7 @@ def to_double_toward_zero(coef: int, exponent: int) -> tuple[float, bool]:
 
 
 def from_double(value: float, rounding: Context, *, fifteen_digits: bool = False) -> Decimal:
-    """``Decimal128(double, precision, roundMode)``: to 34 digits, or quantized to 15.
+    """Convert a double to 34 digits, or 15, like ``Decimal128(double, precision, roundMode)``.
 
     The 15-digit form quantizes the 34-digit conversion with the server's exponent estimate
     ``floor(base2Exp * 0.30103) - 14``, retrying one decade up when 16 digits come out.  Both
@@ -216,7 +217,11 @@ def from_double(value: float, rounding: Context, *, fifteen_digits: bool = False
 
 
 def append_preshifted_integer(out: bytearray, value: int, negative: bool) -> None:
-    """``_appendPreshiftedIntegerPortion``: ``value`` (already shifted left 1) in fewest bytes."""
+    """Append ``value`` (the magnitude shifted left 1) in the fewest bytes that hold it.
+
+    This is the server's ``_appendPreshiftedIntegerPortion``: the CType counts the bytes, up
+    from 0x2B for positive values and down from 0x27, with inverted bytes, for negative ones.
+    """
     size = (value.bit_length() + 7) // 8
     if negative:
         out.append(ctype.NUMERIC_NEGATIVE_1_BYTE_INT - (size - 1))
@@ -227,7 +232,7 @@ def append_preshifted_integer(out: bytearray, value: int, negative: bool) -> Non
 
 
 def append_small_double(out: bytearray, value: float, dcm: int) -> None:
-    """``_appendSmallDouble``: 0 < |value| < 1, with the DCM in the low bits."""
+    """Append a double with 0 < |value| < 1 and its DCM (the server's ``_appendSmallDouble``)."""
     negative = value < 0
     magnitude = -value if negative else value
     out.append(
@@ -246,7 +251,10 @@ def append_small_double(out: bytearray, value: float, dcm: int) -> None:
 
 
 def append_large_double(out: bytearray, value: float, dcm: int) -> None:
-    """``_appendLargeDouble``: |value| >= 2**63 (or infinite), with a 1-bit DCM."""
+    """Append a double with |value| >= 2**63, or an infinity (``_appendLargeDouble``).
+
+    Only a 1-bit DCM fits: whether a decimal continuation follows.
+    """
     out.append(
         ctype.NUMERIC_POSITIVE_LARGE_MAGNITUDE
         if value > 0
@@ -261,7 +269,10 @@ def append_large_double(out: bytearray, value: float, dcm: int) -> None:
 
 
 def append_double(out: bytearray, value: float, dcm: int) -> None:
-    """``_appendDoubleWithoutTypeBits``: the KeyString V1 form of a double plus a DCM."""
+    """Append the KeyString V1 form of a double with a DCM (``_appendDoubleWithoutTypeBits``).
+
+    With ``dcm`` 0 this is exactly how the server writes a BSON double.
+    """
     negative = value < 0
     magnitude = -value if negative else value
     if not magnitude >= 1.0:

@@ -29,16 +29,16 @@ from bson.min_key import MinKey
 from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.timestamp import Timestamp
-from shardstream.resume_token.keystring_decimal import (
-    decode_decimal128,
-    decode_decimal128_zero,
-    encode_decimal128,
-)
 
 from shardstream.errors import ResumeTokenError
 from shardstream.resume_token import ctype
 from shardstream.resume_token.bson_values import UNDEFINED, DBPointer, Symbol, _UndefinedType
 from shardstream.resume_token.byte_reader import ByteReader
+from shardstream.resume_token.keystring_decimal import (
+    decode_decimal128,
+    decode_decimal128_zero,
+    encode_decimal128,
+)
 from shardstream.resume_token.keystring_numbers import (
     NEGATIVE_ZERO_SUFFIX,
     TYPE_DECIMAL,

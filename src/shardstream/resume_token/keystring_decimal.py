@@ -11,8 +11,8 @@ branches of the decoder ``toBsonValue`` with ``readDecimalContinuation`` and
 A decimal sorts by value against every other number, so it borrows the byte form of ``bin``,
 the decimal rounded toward zero to a double, and adds a 2-bit *decimal continuation marker*
 (DCM): 0 = exactly ``bin``; 2 = ``bin`` rounded away from zero to 15 digits; 1 / 3 = below /
-above that, with an 8-byte continuation (the low 64 bits of the coefficient of the decimal
-minus ``bin`` widened to 34 digits).  Decimals outside the normal double range are stored
+above that, with an 8-byte continuation (the coefficient of the decimal minus ``bin``
+rounded away from zero to 34 digits).  Decimals outside the normal double range are stored
 raw (huge, and tiny ones below the smallest subnormal) or scaled by 2**256 (subnormal range).
 The type bits carry the low 6 bits of the biased exponent, which pick the cohort back out
 (1.50 vs 1.5); zeros carry their whole sign and exponent in 17 type bits instead.
@@ -71,6 +71,7 @@ def encode_decimal128(value: Decimal128, out: bytearray, type_bits: TypeBitsWrit
 
 
 def _append_finite(out: bytearray, negative: bool, coef: int, exponent: int) -> None:
+    """Append a finite non-zero decimal, choosing the server's branch by its double ``bin``."""
     dec = form.make_decimal(negative, coef, exponent)
     magnitude, inexact = form.to_double_toward_zero(coef, exponent)
     bin_ = -magnitude if negative else magnitude
@@ -125,7 +126,7 @@ def _append_finite(out: bytearray, negative: bool, coef: int, exponent: int) -> 
 
 
 def _append_tiny(out: bytearray, negative: bool, magnitude: Decimal, bin_magnitude: float) -> None:
-    """``_appendTinyDecimalWithoutTypeBits``: decimals below DBL_MIN that are not doubles."""
+    """Append a decimal below DBL_MIN that is no double (``_appendTinyDecimalWithoutTypeBits``)."""
     out.append(
         ctype.NUMERIC_NEGATIVE_SMALL_MAGNITUDE
         if negative
@@ -187,6 +188,9 @@ def decode_decimal128_zero(type_bits: TypeBitsReader, first_three: int) -> Decim
         type_bits: positioned after the 5-bit zero code; 12 more bits are read.
         first_three: the 3 bits after the leading 1,1 (2..7 for a decimal zero).
 
+    Returns:
+        The zero with its sign and exponent (one of 2 * 12288 cohorts).
+
     Raises:
         ResumeTokenError: the 5-bit code is not a decimal zero (0b11010..0b11111).
     """
@@ -203,11 +207,13 @@ def decode_decimal128_zero(type_bits: TypeBitsReader, first_three: int) -> Decim
 
 
 def _read64(reader: ByteReader, inverted: bool) -> int:
+    """Read 8 big-endian bytes, flipping every bit when ``inverted`` (negative values)."""
     value = reader.read_uint_be(8)
     return value ^ form.MASK64 if inverted else value
 
 
 def _decode_large(negative: bool, reader: ByteReader, type_bits: TypeBitsReader) -> Decimal128:
+    """Decode CType 0x1F / 0x33: a large double, an infinity or a raw huge decimal."""
     encoded = _read64(reader, negative)
     has_continuation = False
     if not encoded & form.SIGN_BIT:  # a double, with the implied top exponent bit dropped
@@ -244,6 +250,7 @@ def _decode_large(negative: bool, reader: ByteReader, type_bits: TypeBitsReader)
 
 
 def _decode_small(negative: bool, reader: ByteReader, type_bits: TypeBitsReader) -> Decimal128:
+    """Decode CType 0x28 / 0x2A, whose top two payload bits pick the form."""
     encoded = _read64(reader, negative)
     prefix = encoded >> 62
     if prefix == 0:  # a decimal below the smallest subnormal, stored raw
@@ -276,6 +283,7 @@ def _decode_small(negative: bool, reader: ByteReader, type_bits: TypeBitsReader)
 def _decode_int(
     size: int, negative: bool, reader: ByteReader, type_bits: TypeBitsReader
 ) -> Decimal128:
+    """Decode CTypes 0x20..0x27 / 0x2B..0x32: an integer part of ``size`` bytes, maybe more."""
     encoded = reader.read_uint_be(size) ^ (((1 << (8 * size)) - 1) if negative else 0)
     integer = encoded >> 1
     if not encoded & 1:
@@ -300,7 +308,7 @@ def _from_dcm(
     reader: ByteReader,
     type_bits: TypeBitsReader,
 ) -> Decimal128:
-    """Rebuild a decimal from a double-form magnitude and its DCM."""
+    """Rebuild a decimal from a double-form magnitude ``bin_`` and its DCM."""
     if dcm == form.DCM_EQUAL_TO_15_DIGITS:
         dec = form.from_double(bin_, form.UPWARD, fifteen_digits=True)
     elif dcm == form.DCM_EQUAL_TO_DOUBLE:

@@ -17,7 +17,7 @@ from typing import Any, Final
 from bson import json_util
 from bson.binary import Binary
 from bson.code import Code
-from bson.datetime_ms import DatetimeConversion
+from bson.codec_options import DatetimeConversion
 from bson.dbref import DBRef
 from bson.timestamp import Timestamp
 
@@ -161,6 +161,5 @@ def _uuid_or_none(value: Any) -> uuid_module.UUID | None:
         except ValueError:
             pass
     raise ResumeTokenError(
-        f"expected uuid as BinData subtype 4 (16 bytes), a UUID string or null, got "
-        f"{value!r:.100}"
+        f"expected uuid as BinData subtype 4 (16 bytes), a UUID string or null, got {value!r:.100}"
     )
