@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token import _decimal_double_form as form
+from shardstream.resume_token import keystring_double_form as form
 from shardstream.resume_token.byte_reader import ByteReader
 from shardstream.resume_token.keystring_decimal import (
     decode_decimal128,

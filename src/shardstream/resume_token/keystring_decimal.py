@@ -27,8 +27,8 @@ from typing import Final
 from bson.decimal128 import Decimal128
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token import _decimal_double_form as form
 from shardstream.resume_token import ctype
+from shardstream.resume_token import keystring_double_form as form
 from shardstream.resume_token.byte_reader import ByteReader
 from shardstream.resume_token.type_bits import TypeBitsReader, TypeBitsWriter
 

@@ -3,7 +3,7 @@
 Numbers are encoded by *value* so that equal numbers of different types give
 equal bytes and sort together; the type goes into the type bits (two bits:
 00 int32, 01 int64, 10 double, 11 Decimal128).  Decimal128 lives in
-:mod:`keystring_decimal`, which shares this module's layout rules.
+:mod:`keystring_decimal`; both write payloads with :mod:`keystring_double_form`.
 
 Complexity: O(1) per value.
 """
@@ -11,12 +11,12 @@ Complexity: O(1) per value.
 from __future__ import annotations
 
 import math
-import struct
 
 from bson.int64 import Int64
 
 from shardstream.errors import ResumeTokenError
 from shardstream.resume_token import ctype
+from shardstream.resume_token import keystring_double_form as form
 from shardstream.resume_token.byte_reader import ByteReader
 from shardstream.resume_token.type_bits import TypeBitsWriter
 
@@ -26,42 +26,10 @@ TYPE_DOUBLE = 0b10
 TYPE_DECIMAL = 0b11
 
 _MASK64 = (1 << 64) - 1
-_TWO_63 = 1 << 63
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 NEGATIVE_ZERO_SUFFIX = 0b000  # after the 1,1 prefix of CType 0x29: 11000 is double -0.0
-_TINY_THRESHOLD = 2.0**-255  # below it a small double needs the scaled "tiny" form
-_ALL_ONES = _MASK64
-
-_pack_double = struct.Struct(">d").pack
-_unpack_double = struct.Struct(">d").unpack
-
-
-def double_bits(value: float) -> int:
-    """Return the IEEE-754 bit pattern of ``value`` as an unsigned int."""
-    return int.from_bytes(_pack_double(value), "big")
-
-
-def bits_double(bits: int) -> float:
-    """Return the double whose IEEE-754 bit pattern is ``bits``."""
-    value: float = _unpack_double(bits.to_bytes(8, "big"))[0]
-    return value
-
-
-def append_integer_magnitude(out: bytearray, preshifted: int, negative: bool) -> None:
-    """Append the CType and bytes of an integer already shifted left by one.
-
-    The low bit of ``preshifted`` is the "fraction follows" flag; callers pass it
-    clear.  Negative values count the CType down and invert every byte.
-    """
-    size = (preshifted.bit_length() + 7) // 8
-    if negative:
-        out.append(ctype.NUMERIC_NEGATIVE_1_BYTE_INT - (size - 1))
-        out += (preshifted ^ ((1 << (8 * size)) - 1)).to_bytes(size, "big")
-    else:
-        out.append(ctype.NUMERIC_POSITIVE_1_BYTE_INT + (size - 1))
-        out += preshifted.to_bytes(size, "big")
 
 
 def append_int(out: bytearray, bits: TypeBitsWriter, value: int, type_code: int) -> None:
@@ -71,9 +39,9 @@ def append_int(out: bytearray, bits: TypeBitsWriter, value: int, type_code: int)
         out.append(ctype.NUMERIC_ZERO)
     elif value == _INT64_MIN:
         # -2**63 cannot be negated in 64 bits; the server encodes it as that double.
-        append_double_payload(out, float(value), 0)
+        form.append_double(out, float(value), form.DCM_EQUAL_TO_DOUBLE)
     else:
-        append_integer_magnitude(out, abs(value) << 1, value < 0)
+        form.append_preshifted_integer(out, abs(value) << 1, value < 0)
 
 
 def append_double(out: bytearray, bits: TypeBitsWriter, value: float) -> None:
@@ -83,75 +51,7 @@ def append_double(out: bytearray, bits: TypeBitsWriter, value: float) -> None:
         out.append(ctype.NUMERIC_ZERO)
         return
     bits.append_bits(TYPE_DOUBLE, 2)
-    if value == 0.0:
-        out.append(ctype.NUMERIC_ZERO)
-    elif math.isnan(value):
-        out.append(ctype.NUMERIC_NAN)
-    else:
-        append_double_payload(out, value, 0)
-
-
-def append_double_payload(out: bytearray, value: float, dcm: int) -> None:
-    """Append a non-zero, non-NaN double's CType and payload, with a decimal marker.
-
-    ``dcm`` (decimal continuation marker) is 0 for real doubles; Decimal128
-    values that are not exactly a double pass 1..3.
-    """
-    negative = value < 0
-    magnitude = -value if negative else value
-    if magnitude < 1.0:
-        _append_small(out, magnitude, negative, dcm)
-    elif magnitude >= 2.0**63:
-        _append_large(out, magnitude, negative, dcm)
-    elif magnitude.is_integer() and dcm == 0:
-        append_integer_magnitude(out, int(magnitude) << 1, negative)
-    else:
-        _append_fractional(out, magnitude, negative, dcm)
-
-
-def _append_small(out: bytearray, magnitude: float, negative: bool, dcm: int) -> None:
-    if magnitude >= _TINY_THRESHOLD:
-        encoded = (double_bits(magnitude) << 2) | dcm
-    else:
-        # Scale into the normal range; the 2**62 offset keeps every tiny value
-        # below the smallest normal encoding (top bits 01/10 versus 11).
-        encoded = ((double_bits(magnitude * 2.0**256) << 1) | (1 if dcm else 0)) + (1 << 62)
-    out.append(
-        ctype.NUMERIC_NEGATIVE_SMALL_MAGNITUDE
-        if negative
-        else ctype.NUMERIC_POSITIVE_SMALL_MAGNITUDE
-    )
-    out += ((encoded ^ _MASK64) if negative else encoded).to_bytes(8, "big")
-
-
-def _append_large(out: bytearray, magnitude: float, negative: bool, dcm: int) -> None:
-    if math.isinf(magnitude):
-        encoded = _ALL_ONES
-    else:
-        # Bit 62 of a double >= 2**63 is always set, so it is dropped to free the
-        # low bit for the continuation flag.
-        encoded = ((double_bits(magnitude) << 1) & (_TWO_63 - 1)) | (1 if dcm else 0)
-    out.append(
-        ctype.NUMERIC_NEGATIVE_LARGE_MAGNITUDE
-        if negative
-        else ctype.NUMERIC_POSITIVE_LARGE_MAGNITUDE
-    )
-    out += ((encoded ^ _MASK64) if negative else encoded).to_bytes(8, "big")
-
-
-def _append_fractional(out: bytearray, magnitude: float, negative: bool, dcm: int) -> None:
-    integer_part = int(magnitude)
-    fraction_bytes = (64 - (integer_part << 1).bit_length()) // 8
-    scale = 1 << (8 * fraction_bytes)
-    numerator, denominator = magnitude.as_integer_ratio()
-    # High bytes: 2*I + 1 (low bit = "fraction follows"); low bytes: the fraction.
-    encoded = (numerator * scale // denominator + (integer_part + 1) * scale) | dcm
-    if negative:
-        out.append(ctype.NUMERIC_NEGATIVE_8_BYTE_INT + fraction_bytes)
-        out += (encoded ^ _MASK64).to_bytes(8, "big")
-    else:
-        out.append(ctype.NUMERIC_POSITIVE_8_BYTE_INT - fraction_bytes)
-        out += encoded.to_bytes(8, "big")
+    form.append_double(out, value, form.DCM_EQUAL_TO_DOUBLE)
 
 
 def read_number_of_type(code: int, reader: ByteReader, type_code: int) -> int | Int64 | float:
@@ -239,12 +139,12 @@ def _read_small(reader: ByteReader, negative: bool) -> float:
             raise ResumeTokenError(
                 f"invalid KeyString double: decimal continuation marker {encoded & 3} on a double"
             )
-        magnitude = bits_double(encoded >> 2)
+        magnitude = form.bits_double(encoded >> 2)
     elif top in (1, 2):
         scaled = encoded - (1 << 62)
         if scaled & 1:
             raise ResumeTokenError("invalid KeyString double: continuation flag set on a double")
-        magnitude = bits_double(scaled >> 1) * 2.0**-256
+        magnitude = form.bits_double(scaled >> 1) * 2.0**-256
     else:
         raise ResumeTokenError(
             f"invalid KeyString double: small-magnitude payload {encoded:#018x} is a decimal form"
@@ -260,11 +160,11 @@ def _read_large(reader: ByteReader, negative: bool) -> float:
     encoded = reader.read_uint_be(8)
     if negative:
         encoded ^= _MASK64
-    if encoded == _ALL_ONES:
+    if encoded == _MASK64:
         return -math.inf if negative else math.inf
     if encoded & 1:
         raise ResumeTokenError("invalid KeyString double: continuation flag set on a double")
-    magnitude = bits_double((encoded >> 1) | (1 << 62))
+    magnitude = form.bits_double((encoded >> 1) | (1 << 62))
     if not 2.0**63 <= magnitude < math.inf:
         raise ResumeTokenError(
             f"invalid KeyString double: large-magnitude payload {encoded:#018x} decodes to "

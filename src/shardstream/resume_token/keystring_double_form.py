@@ -1,10 +1,10 @@
 """Double-shaped KeyString V1 payloads and the exact decimal arithmetic behind them.
 
-Private helper of :mod:`shardstream.resume_token.keystring_decimal`.  A Decimal128 that is
-close to a double is stored in the double's byte form plus a 2-bit *decimal continuation
-marker* (DCM), so this module carries its own copy of the server's double writers
-(``_appendDoubleWithoutTypeBits``, ``_appendSmallDouble``, ``_appendLargeDouble`` and
-``_appendPreshiftedIntegerPortion`` in ``key_string.cpp``) with DCM support.
+Shared by :mod:`keystring_numbers` (real doubles, DCM 0) and :mod:`keystring_decimal`.  A
+Decimal128 that is close to a double is stored in the double's byte form plus a 2-bit *decimal
+continuation marker* (DCM), so the server's double writers (``_appendDoubleWithoutTypeBits``,
+``_appendSmallDouble``, ``_appendLargeDouble`` and ``_appendPreshiftedIntegerPortion`` in
+``key_string.cpp``) live here, with DCM support.
 
 It also emulates, with :mod:`decimal` and exact integer arithmetic, the few Intel BID library
 calls the server makes through ``Decimal128`` (``decimal128.cpp``): the decimal-to-double
