@@ -7,7 +7,8 @@ about bad input also subclass the built-in a caller would naturally catch::
     ├── ConfigurationError(ValueError)  bad options or arguments
     ├── ResumeTokenError(ValueError)    malformed, truncated or invalid resume token
     ├── OplogError                      an oplog entry or oplog source is unusable
-    │   └── ChangeStreamHistoryLost     the oplog no longer reaches the requested start
+    │   ├── ChangeStreamHistoryLost     the oplog no longer reaches the requested start
+    │   └── TransformError              an entry the server's change stream would reject
     └── MergeError                      shard input broke the merge's ordering contract
 
 Messages say what was expected and what arrived (values shown with ``!r``), and
@@ -23,6 +24,7 @@ __all__ = [
     "OplogError",
     "ResumeTokenError",
     "ShardstreamError",
+    "TransformError",
 ]
 
 
@@ -50,6 +52,32 @@ class OplogError(ShardstreamError):
 
 class ChangeStreamHistoryLost(OplogError):
     """A shard's oplog no longer reaches back to the requested start point."""
+
+
+class TransformError(OplogError):
+    """An oplog entry could not become a change event (malformed, or rejected by the server).
+
+    Attributes:
+        ts: the offending entry's ``ts`` (a bson Timestamp), when known.
+        code: the server's error code when the server fails the stream the same way.
+    """
+
+    def __init__(self, message: str, *, ts: object = None, code: int | None = None) -> None:
+        self.ts = ts
+        self.code = code
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        where = f" (entry ts {self.ts!r})" if self.ts is not None else ""
+        code = f" [server error {self.code}]" if self.code is not None else ""
+        return f"{message}{where}{code}"
+
+    def at(self, ts: object) -> TransformError:
+        """Return this error tied to the entry at ``ts`` (if it is not tied to one yet)."""
+        if self.ts is None:
+            self.ts = ts
+        return self
 
 
 class MergeError(ShardstreamError):
