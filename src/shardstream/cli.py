@@ -3,6 +3,7 @@
 Subcommands (verbs):
     shardstream token decode [TOKEN ...]   decode hex tokens or token documents
     shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
+    shardstream replay PATH [options]      oplog file -> change events (see replay --help)
     shardstream demo                       show the token codec on real tokens
 
 Input without arguments is read from stdin, one item per line.  Each output
@@ -20,6 +21,7 @@ from typing import Any, TextIO
 from bson.errors import BSONError
 
 from shardstream.errors import ResumeTokenError, ShardstreamError
+from shardstream.replay_command import add_replay_parser
 from shardstream.resume_token import decode_token, decode_token_document, encode_token
 from shardstream.resume_token.token_json import (
     dumps,
@@ -61,6 +63,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     encode.add_argument("documents", nargs="*", metavar="JSON", help="default: stdin lines")
     encode.set_defaults(handler=_run_token_encode)
+    add_replay_parser(commands)
     demo = commands.add_parser("demo", help="show the resume-token codec on real tokens")
     demo.set_defaults(handler=_run_demo)
     return parser

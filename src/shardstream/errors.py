@@ -9,6 +9,7 @@ about bad input also subclass the built-in a caller would naturally catch::
     ├── OplogError                      an oplog entry or oplog source is unusable
     │   ├── ChangeStreamHistoryLost     the oplog no longer reaches the requested start
     │   └── TransformError              an entry the server's change stream would reject
+    ├── ResumeTokenNotFound             a resumed stream never met its resume token
     └── MergeError                      shard input broke the merge's ordering contract
 
 Messages say what was expected and what arrived (values shown with ``!r``), and
@@ -23,6 +24,7 @@ __all__ = [
     "MergeError",
     "OplogError",
     "ResumeTokenError",
+    "ResumeTokenNotFound",
     "ShardstreamError",
     "TransformError",
 ]
@@ -78,6 +80,16 @@ class TransformError(OplogError):
         if self.ts is None:
             self.ts = ts
         return self
+
+
+class ResumeTokenNotFound(ShardstreamError):
+    """The stream passed its resume point without meeting the resume token's event.
+
+    The server fails such a stream with ChangeStreamFatalError (280): the event the
+    token names is gone, so resuming there would silently skip or repeat events.
+    """
+
+    code = 280
 
 
 class MergeError(ShardstreamError):

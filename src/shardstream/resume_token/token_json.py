@@ -97,7 +97,7 @@ def token_data_from_document(document: Mapping[str, Any]) -> ResumeTokenData:
 
 def dumps(value: Any) -> str:
     """Serialise BSON values as one line of canonical Extended JSON."""
-    return json_util.dumps(_to_json_ready(value), json_options=JSON_OPTIONS)
+    return json_util.dumps(to_json_ready(value), json_options=JSON_OPTIONS)
 
 
 def loads(text: str) -> Any:
@@ -117,8 +117,8 @@ def _object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
     return json_util.object_pairs_hook(pairs, JSON_OPTIONS)
 
 
-def _to_json_ready(value: Any) -> Any:
-    # Only the three folded types need rewriting; json_util handles the rest.
+def to_json_ready(value: Any) -> Any:
+    """Rewrite the values json_util cannot write (Symbol, Undefined, DBPointer, UUID)."""
     if isinstance(value, Symbol):
         return {"$symbol": str(value)}
     if isinstance(value, _UndefinedType):
@@ -128,11 +128,11 @@ def _to_json_ready(value: Any) -> Any:
     if isinstance(value, uuid_module.UUID):
         return Binary(value.bytes, 4)
     if isinstance(value, Code):
-        return value if value.scope is None else Code(str(value), _to_json_ready(value.scope))
+        return value if value.scope is None else Code(str(value), to_json_ready(value.scope))
     if isinstance(value, Mapping) and not isinstance(value, DBRef):
-        return {key: _to_json_ready(item) for key, item in value.items()}
+        return {key: to_json_ready(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_to_json_ready(item) for item in value]
+        return [to_json_ready(item) for item in value]
     return value
 
 

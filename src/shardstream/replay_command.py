@@ -1,0 +1,148 @@
+"""``shardstream replay``: oplog files in, change events out (one Extended JSON line each).
+
+Argument parsing and output only; the work is :func:`shardstream.transform.transform_oplog`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import closing
+from collections.abc import Sequence
+from typing import TextIO
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ConfigurationError, ResumeTokenError, ShardstreamError
+from shardstream.oplog import InputFormat, read_oplog_file
+from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
+from shardstream.resume_token.token_json import loads
+from shardstream.transform import ChangeStreamOptions, event_to_json, transform_oplog
+
+
+def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``replay`` and its options."""
+    replay = commands.add_parser(
+        "replay",
+        help="turn oplog files into the change stream a server would emit",
+        description="Read oplog entries (mongodump's oplog.bson or Extended JSON lines) and "
+        "write the change events, one canonical Extended JSON object per line.",
+    )
+    replay.add_argument("path", nargs="?", metavar="PATH", help="oplog file ('-' = stdin)")
+    replay.add_argument(
+        "--shard", action="append", default=[], metavar="NAME=PATH", help="one shard's oplog"
+    )
+    replay.add_argument("--input-format", choices=["bson", "ejson"], help="default: by extension")
+    replay.add_argument("--db", help="watch one database (default: the whole cluster)")
+    replay.add_argument("--coll", help="watch one collection of --db")
+    replay.add_argument("--show-expanded-events", action="store_true")
+    replay.add_argument("--server-version", default="8.2", metavar="X.Y", help="default 8.2")
+    replay.add_argument("--token-version", type=int, choices=[1, 2])
+    start = replay.add_mutually_exclusive_group()
+    start.add_argument("--start-at-operation-time", metavar="T,I")
+    start.add_argument("--resume-after", metavar="TOKEN")
+    start.add_argument("--start-after", metavar="TOKEN")
+    # The server's internal flags: kept out of the short help, but they work.
+    for flag in (
+        "--show-migration-events",
+        "--show-system-events",
+        "--show-raw-update-description",
+    ):
+        replay.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+    replay.set_defaults(handler=run_replay)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Run ``replay``; errors end it with exit code 1 and one line on stderr."""
+    try:
+        options = options_from_args(args)
+        paths = _shard_paths(args.path, args.shard)
+        input_format = InputFormat(args.input_format) if args.input_format else None
+        _write_events(paths, input_format, options, sys.stdout)
+    except ShardstreamError as exc:
+        print(f"shardstream replay: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _write_events(
+    paths: Sequence[str],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+    out: TextIO,
+) -> None:
+    (path,) = paths
+    # closing(): an invalidate ends the stream early; the file must still close at once.
+    with closing(read_oplog_file(path, input_format)) as entries:
+        for event in transform_oplog(entries, options):
+            out.write(event_to_json(event.document))
+            out.write("\n")
+    out.flush()
+
+
+def _shard_paths(path: str | None, shards: Sequence[str]) -> list[str]:
+    paths = [path] if path else []
+    for shard in shards:
+        name, sep, shard_path = shard.partition("=")
+        if not sep or not name or not shard_path:
+            raise ConfigurationError(f"expected --shard NAME=PATH, got {shard!r}")
+        paths.append(shard_path)
+    if not paths:
+        raise ConfigurationError("expected an oplog PATH or at least one --shard NAME=PATH")
+    if len(paths) > 1:
+        raise ConfigurationError(
+            f"expected one oplog (this build replays a single shard), got {len(paths)}; "
+            "merging several shards comes with the merger"
+        )
+    return paths
+
+
+def options_from_args(args: argparse.Namespace) -> ChangeStreamOptions:
+    """Build the stream options the flags describe."""
+    return ChangeStreamOptions(
+        db=args.db,
+        coll=args.coll,
+        show_expanded_events=args.show_expanded_events,
+        show_system_events=args.show_system_events,
+        show_migration_events=args.show_migration_events,
+        show_raw_update_description=args.show_raw_update_description,
+        server_version=parse_server_version(args.server_version),
+        token_version=args.token_version,
+        start_at_operation_time=(
+            parse_timestamp(args.start_at_operation_time) if args.start_at_operation_time else None
+        ),
+        resume_after=parse_token_argument(args.resume_after) if args.resume_after else None,
+        start_after=parse_token_argument(args.start_after) if args.start_after else None,
+    )
+
+
+def parse_server_version(text: str) -> tuple[int, int]:
+    """``8.0`` -> (8, 0)."""
+    major, sep, minor = text.partition(".")
+    if not sep or not major.isdigit() or not minor.isdigit():
+        raise ConfigurationError(f"expected --server-version as X.Y (e.g. 7.0), got {text!r}")
+    return int(major), int(minor)
+
+
+def parse_timestamp(text: str) -> Timestamp:
+    """``1700000000,1`` -> Timestamp(1700000000, 1)."""
+    seconds, _, increment = text.partition(",")
+    try:
+        return Timestamp(int(seconds), int(increment))
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(
+            f"expected a timestamp as T,I (seconds,increment), got {text!r}"
+        ) from exc
+
+
+def parse_token_argument(text: str) -> ResumeTokenData:
+    """A token document in Extended JSON, or a bare ``_data`` hex string."""
+    if text.lstrip().startswith("{"):
+        try:
+            document = loads(text)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ResumeTokenError(
+                f"expected a token document in Extended JSON, got {text!r:.120}"
+            ) from exc
+        return decode_token_document(document)
+    return decode_token(text.strip())

@@ -1,0 +1,138 @@
+"""Layer 2 configuration: the change-stream options a shard pipeline is built from.
+
+Mirrors the server's ``DocumentSourceChangeStreamSpec`` (document_source_change_stream.idl)
+plus the few facts that pick version-dependent behaviour (``server_version``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ConfigurationError
+from shardstream.resume_token import ResumeTokenData
+
+DEFAULT_SERVER_VERSION: Final = (8, 2)
+OLDEST_SERVER_VERSION: Final = (6, 0)
+FULL_DOCUMENT_MODES: Final = ("default", "updateLookup", "whenAvailable", "required")
+FULL_DOCUMENT_BEFORE_CHANGE_MODES: Final = ("off", "whenAvailable", "required")
+
+
+class StreamScope(Enum):
+    """What a stream watches: one collection, one database, or the whole cluster."""
+
+    COLLECTION = "collection"
+    DATABASE = "database"
+    CLUSTER = "cluster"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeStreamOptions:
+    """The options of one change stream, validated on construction.
+
+    Attributes:
+        db: the watched database; None for a cluster-wide stream.
+        coll: the watched collection (needs ``db``); None for a database stream.
+        show_expanded_events: also emit DDL events, ``collectionUUID``, ``operationDescription``.
+        show_system_events: internal: also ``system.*`` collections and system events.
+        show_migration_events: internal, mongod only: also ``fromMigrate`` entries.
+        show_raw_update_description: internal: ``rawUpdateDescription`` instead of the parsed one.
+        show_commit_timestamp: internal, newest servers: ``commitTimestamp`` on prepared ops.
+        full_document: ``default``, ``updateLookup``, ``whenAvailable`` or ``required``.
+        full_document_before_change: ``off``, ``whenAvailable`` or ``required``.
+        split_large_events: end the pipeline with ``$changeStreamSplitLargeEvent``.
+        resume_after / start_after: decoded token data to resume from.
+        start_at_operation_time: the cluster time to start at.
+        server_version: (major, minor) whose behaviour to reproduce; 6.0 or newer.
+        token_version: resume-token version of new events; default: the server's default.
+        merged_by_router: the pipeline is a shard's half of a mongos-merged stream, so
+            the internal new-shard events are kept for the merger.
+    """
+
+    db: str | None = None
+    coll: str | None = None
+    show_expanded_events: bool = False
+    show_system_events: bool = False
+    show_migration_events: bool = False
+    show_raw_update_description: bool = False
+    show_commit_timestamp: bool = False
+    full_document: str = "default"
+    full_document_before_change: str = "off"
+    split_large_events: bool = False
+    resume_after: ResumeTokenData | None = None
+    start_after: ResumeTokenData | None = None
+    start_at_operation_time: Timestamp | None = None
+    server_version: tuple[int, int] = DEFAULT_SERVER_VERSION
+    token_version: int | None = None
+    merged_by_router: bool = False
+
+    def __post_init__(self) -> None:
+        if self.coll is not None and self.db is None:
+            raise ConfigurationError(f"a collection stream needs db, got coll={self.coll!r} only")
+        for name in ("db", "coll"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigurationError(f"expected {name} to be a non-empty string, got {value!r}")
+        starts = [
+            name
+            for name in ("resume_after", "start_after", "start_at_operation_time")
+            if getattr(self, name) is not None
+        ]
+        if len(starts) > 1:
+            raise ConfigurationError(f"expected at most one start option, got {starts}")
+        if self.full_document not in FULL_DOCUMENT_MODES:
+            raise ConfigurationError(
+                f"expected full_document in {FULL_DOCUMENT_MODES}, got {self.full_document!r}"
+            )
+        if self.full_document_before_change not in FULL_DOCUMENT_BEFORE_CHANGE_MODES:
+            raise ConfigurationError(
+                f"expected full_document_before_change in {FULL_DOCUMENT_BEFORE_CHANGE_MODES}, "
+                f"got {self.full_document_before_change!r}"
+            )
+        if tuple(self.server_version) < OLDEST_SERVER_VERSION:
+            raise ConfigurationError(
+                f"expected server_version 6.0 or newer, got {self.server_version!r}"
+            )
+        if self.token_version not in (None, 1, 2):
+            raise ConfigurationError(f"expected token_version 1 or 2, got {self.token_version!r}")
+        if self.resume_after is not None and self.resume_after.from_invalidate:
+            # The server refuses this with InvalidResumeToken (260); startAfter is the way.
+            raise ConfigurationError(
+                "Attempting to resume a change stream using 'resumeAfter' is not allowed from an "
+                "invalidate notification (server error 260); use start_after instead"
+            )
+        if self.show_migration_events and self.merged_by_router:
+            raise ConfigurationError(
+                "Change streams on mongos may not show migration events (server error 31123): "
+                "show_migration_events needs a single shard"
+            )
+
+    @property
+    def scope(self) -> StreamScope:
+        """Collection, database or cluster, from ``db`` and ``coll``."""
+        if self.db is None:
+            return StreamScope.CLUSTER
+        return StreamScope.DATABASE if self.coll is None else StreamScope.COLLECTION
+
+    @property
+    def resume_token(self) -> ResumeTokenData | None:
+        """The token the stream resumes from (``resume_after`` or ``start_after``)."""
+        return self.resume_after if self.resume_after is not None else self.start_after
+
+    @property
+    def default_token_version(self) -> int:
+        """The version of new tokens: as requested, else 1 on 6.0 and 2 from 6.1 on."""
+        if self.token_version is not None:
+            return self.token_version
+        return 1 if tuple(self.server_version) < (6, 1) else 2
+
+    def at_least(self, major: int, minor: int) -> bool:
+        """Whether the emulated server is version ``major.minor`` or newer."""
+        return tuple(self.server_version) >= (major, minor)
+
+    def with_options(self, **changes: Any) -> ChangeStreamOptions:
+        """Return a copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
