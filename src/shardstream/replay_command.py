@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import closing
 from collections.abc import Sequence
+from contextlib import closing
 from typing import TextIO
 
 from bson.timestamp import Timestamp

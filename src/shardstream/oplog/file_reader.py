@@ -9,7 +9,7 @@ silent skip.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import IO, Any, Final
@@ -47,7 +47,7 @@ class InputFormat(Enum):
 
 def read_oplog_file(
     path: str, input_format: InputFormat | None = None
-) -> Iterator[Mapping[str, Any]]:
+) -> Generator[Mapping[str, Any], None, None]:
     """Yield the entries of an oplog file in file order.
 
     Raises:

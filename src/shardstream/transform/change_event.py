@@ -25,6 +25,8 @@ class ChangeEvent:
         pre_image_id: (collection UUID, ts, applyOpsIndex) of the entry, the key of
             its pre-image in ``config.system.preimages``; set when images are requested.
         raw_update: the update entry's ``o``, from which a post-image is computed.
+        fragment_of: for a fragment of a split event, the whole event's operationType
+            (a fragment need not carry the field itself).
     """
 
     document: dict[str, Any]
@@ -32,16 +34,19 @@ class ChangeEvent:
     token_data: ResumeTokenData
     pre_image_id: tuple[Any, Any, int] | None = None
     raw_update: Any = None
+    fragment_of: str | None = None
 
     @classmethod
-    def from_document(cls, document: dict[str, Any]) -> ChangeEvent:
+    def from_document(cls, document: dict[str, Any], fragment_of: str | None = None) -> ChangeEvent:
         """Wrap an event document whose ``_id`` is a token document (decodes it once)."""
         token = ResumeToken.from_document(document["_id"])
-        return cls(document, token, decode_token(token))
+        return cls(document, token, decode_token(token), fragment_of=fragment_of)
 
     @property
     def operation_type(self) -> str:
         """The event's ``operationType``."""
+        if self.fragment_of is not None:
+            return self.fragment_of
         value: str = self.document["operationType"]
         return value
 

@@ -96,7 +96,8 @@ class EventTransform:
         description: Any = None
         state_before_change: Any = None
         ns_type: str | None = None
-        db, coll = split_namespace(namespace)
+        db, coll_name = split_namespace(namespace)
+        coll: str | None = coll_name
         has_ns = True
         if op == "i":
             operation_type = f.INSERT

@@ -20,8 +20,21 @@ from shardstream.transform.field_list import FieldList
 
 
 def event_to_json(event: Mapping[str, Any]) -> str:
-    """Serialise one event (or any document) as a line of canonical Extended JSON."""
-    return _write(event)
+    """Serialise one event (or any document) as a line of canonical Extended JSON.
+
+    Events decoded by pymongo hold only types json_util writes, so the whole event
+    goes through it in one call; the slower field-by-field writer is used when an
+    ``updateDescription`` holds a FieldList, or a value needs rewriting first.
+    """
+    description = event.get("updateDescription")
+    if isinstance(description, Mapping) and any(
+        isinstance(part, FieldList) for part in description.values()
+    ):
+        return _write(event)
+    try:
+        return json_util.dumps(event, json_options=JSON_OPTIONS)
+    except TypeError:  # a Symbol-free but otherwise foreign value (UUID, DBPointer, ...)
+        return _write(event)
 
 
 def _write(value: Any) -> str:

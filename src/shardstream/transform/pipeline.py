@@ -138,7 +138,8 @@ class ShardPipeline:
         pieces = self._split.process(event.document, event.token_data)
         if len(pieces) == 1 and pieces[0] is event.document:
             return [event]
-        return [ChangeEvent.from_document(piece) for piece in pieces]
+        kind = event.operation_type
+        return [ChangeEvent.from_document(piece, fragment_of=kind) for piece in pieces]
 
 
 def transform_oplog(
