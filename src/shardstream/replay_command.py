@@ -14,10 +14,14 @@ from typing import TextIO
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, ResumeTokenError, ShardstreamError
+from shardstream.merger import MergedStream
 from shardstream.oplog import InputFormat, read_oplog_file
+from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
 from shardstream.resume_token.token_json import loads
 from shardstream.transform import ChangeStreamOptions, event_to_json, transform_oplog
+
+REPLAY_BATCH = 1000
 
 
 def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,34 +70,45 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _write_events(
-    paths: Sequence[str],
+    shards: Sequence[tuple[str, str]],
     input_format: InputFormat | None,
     options: ChangeStreamOptions,
     out: TextIO,
 ) -> None:
-    (path,) = paths
-    # closing(): an invalidate ends the stream early; the file must still close at once.
-    with closing(read_oplog_file(path, input_format)) as entries:
-        for event in transform_oplog(entries, options):
-            out.write(event_to_json(event.document))
-            out.write("\n")
+    if len(shards) == 1:
+        # One oplog is a replica set: mongod's pipeline, no router stages.
+        # closing(): an invalidate ends the stream early; the file must still close at once.
+        with closing(read_oplog_file(shards[0][1], input_format)) as entries:
+            for event in transform_oplog(entries, options):
+                out.write(event_to_json(event.document))
+                out.write("\n")
+        out.flush()
+        return
+    sources = {name: FileOplogSource(name, path, input_format) for name, path in shards}
+    merged = MergedStream(sources, options)
+    try:
+        while not merged.exhausted:
+            events, _ = merged.next_batch(REPLAY_BATCH)
+            for event in events:
+                out.write(event_to_json(event.document))
+                out.write("\n")
+    finally:
+        merged.close()
     out.flush()
 
 
-def _shard_paths(path: str | None, shards: Sequence[str]) -> list[str]:
-    paths = [path] if path else []
+def _shard_paths(path: str | None, shards: Sequence[str]) -> list[tuple[str, str]]:
+    paths = [("shard0", path)] if path else []
     for shard in shards:
         name, sep, shard_path = shard.partition("=")
         if not sep or not name or not shard_path:
             raise ConfigurationError(f"expected --shard NAME=PATH, got {shard!r}")
-        paths.append(shard_path)
+        paths.append((name, shard_path))
     if not paths:
         raise ConfigurationError("expected an oplog PATH or at least one --shard NAME=PATH")
-    if len(paths) > 1:
-        raise ConfigurationError(
-            f"expected one oplog (this build replays a single shard), got {len(paths)}; "
-            "merging several shards comes with the merger"
-        )
+    names = [name for name, _ in paths]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"expected distinct shard names, got {names}")
     return paths
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import bson
@@ -27,7 +27,7 @@ COLL = ChangeStreamOptions(db="db", coll="coll")
 
 
 def _run(
-    entries: list[dict[str, Any]], options: ChangeStreamOptions = COLL, **kw: Any
+    entries: Sequence[Mapping[str, Any]], options: ChangeStreamOptions = COLL, **kw: Any
 ) -> list[ChangeEvent]:
     return list(transform_oplog(entries, options, **kw))
 
@@ -185,7 +185,7 @@ def test_expanded_events_are_hidden_unless_asked_for() -> None:
     shown = _run(entries, COLL.with_options(show_expanded_events=True))
     assert _types(shown) == ["create", "insert"]
     assert shown[0].document["nsType"] == "collection"
-    older = _run(entries, COLL.with_options(show_expanded_events=True, server_version=(8, 0)))
+    older = _run(entries, COLL.with_options(show_expanded_events=True, server_version=(7, 0)))
     assert "nsType" not in older[0].document
 
 

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from shardstream.errors import TransformError
 from shardstream.transform import fields as f
+from shardstream.transform.legacy_formats import convert_legacy_noop_o2
 
 # First matching field of `o` decides the command (order as in the server).
 _COMMANDS: Final = (
@@ -94,7 +95,9 @@ def describe_command(db: str, o: Mapping[str, Any], o2: Any) -> DdlEvent:
     if name == "createIndexes":
         return DdlEvent(f.CREATE_INDEXES, db, coll, {"indexes": [without(o, "createIndexes")]})
     if name == "commitIndexBuild":
-        return DdlEvent(f.CREATE_INDEXES, db, coll, {"indexes": o.get("indexes")})
+        # {indexes: o.indexes}: a missing o.indexes leaves the field out, never null.
+        indexes = {"indexes": o["indexes"]} if "indexes" in o else {}
+        return DdlEvent(f.CREATE_INDEXES, db, coll, indexes)
     o2_document = o2 if isinstance(o2, Mapping) else {}
     if name == "dropIndexes":
         spec = without(o2_document, "dropIndexes")
@@ -118,10 +121,18 @@ def _describe_rename(o: Mapping[str, Any]) -> DdlEvent:
     return DdlEvent(f.RENAME, source_db, source_coll, description, leading={f.TO: target})
 
 
-def describe_noop(namespace: str, o2: Any, *, legacy_new_shard_name: bool) -> DdlEvent:
-    """Describe an ``op: n`` entry from its ``o2``."""
+def describe_noop(
+    namespace: str, o2: Any, *, new_shard_name: str, reads_legacy_type: bool
+) -> DdlEvent:
+    """Describe an ``op: n`` entry from its ``o2``.
+
+    ``new_shard_name`` is the operationType of a ``migrateChunkToNewShard`` no-op;
+    ``reads_legacy_type`` (6.x) first rewrites a pre-6.0 ``o2: {type: ...}``.
+    """
     if not isinstance(o2, Mapping):
         raise TransformError(f"expected a no-op entry's o2 to be a document, got {o2!r:.100}")
+    if reads_legacy_type:
+        o2 = convert_legacy_noop_o2(o2, namespace)
     found = next(((key, op) for key, op in _NOOPS if key in o2), None)
     if found is None:
         raise TransformError(
@@ -130,8 +141,8 @@ def describe_noop(namespace: str, o2: Any, *, legacy_new_shard_name: bool) -> Dd
             code=5052201,
         )
     key, operation_type = found
-    if operation_type == f.NEW_SHARD_DETECTED and legacy_new_shard_name:
-        operation_type = f.NEW_SHARD_DETECTED_LEGACY
+    if operation_type == f.NEW_SHARD_DETECTED:
+        operation_type = new_shard_name
     db, coll = split_namespace(namespace)
     event = DdlEvent(operation_type, db, coll, without(o2, key))
     if operation_type in (f.RESHARD_BEGIN, f.RESHARD_DONE_CATCH_UP) and "reshardingUUID" in o2:

@@ -1,7 +1,7 @@
 """Layer 2, stage 3: one oplog entry (or unwound transaction op) becomes one change event.
 
-Emulates ``ChangeStreamDefaultEventTransformation`` and
-``ChangeStreamViewDefinitionEventTransformation`` (change_stream_event_transform.cpp).
+Emulates ``ChangeStreamDefaultEventTransformation`` (change_stream_event_transform.cpp)
+and routes writes to ``system.views`` to :mod:`view_event`, as ``getBuilder`` does.
 The event is built field by field in the server's order (see docs/transform.md §7);
 a few fields (``to``, ``reshardingUUID``, ``txnNumber``, ``lsid``) come before ``_id``.
 Payload documents are copied as they are, never re-ordered or re-typed.
@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from bson.binary import Binary
 from bson.datetime_ms import DatetimeMS
+from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 from shardstream.errors import TransformError
@@ -28,18 +29,17 @@ from shardstream.transform.ddl_description import (
     describe_noop,
     namespace_field,
     split_namespace,
-    without,
 )
+from shardstream.transform.legacy_formats import new_shard_event_name
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
 from shardstream.transform.update_description import (
     legacy_update_description,
     parse_update_diff,
     raw_update_description,
 )
+from shardstream.transform.view_event import VIEWS_COLLECTION, view_event
 
 _OPS_WITHOUT_UUID: Final = frozenset({f.INVALIDATE, f.DROP_DATABASE, f.END_OF_TRANSACTION})
-_VIEWS_COLLECTION: Final = "system.views"
-_BUCKETS_PREFIX: Final = "system.buckets."
 
 
 class EventTransform:
@@ -47,6 +47,8 @@ class EventTransform:
 
     __slots__ = (
         "_images",
+        "_new_shard_name",
+        "_ns_type",
         "_options",
         "_post_image_slot",
         "_resume",
@@ -62,6 +64,14 @@ class EventTransform:
         # fullDocument for updates fills a slot reserved right after wallTime.
         self._post_image_slot = options.full_document != "default"
         self._images = self._post_image_slot or options.full_document_before_change != "off"
+        # The new-shard event's name follows the stream's default token version, not the
+        # version of each token (getNewShardDetectedOpName reads changeStreamTokenVersion).
+        self._new_shard_name = new_shard_event_name(
+            self._version, removed_legacy_name=options.at_least(7, 1)
+        )
+        # nsType on create events shipped in 8.0.5 (the 8.0-line transform at 00587bf0 has it;
+        # the manual marks it "new in 8.0.5"); a (major, minor) version means its newest patch.
+        self._ns_type = options.at_least(8, 0)
 
     def __call__(self, entry: Mapping[str, Any]) -> ChangeEvent:
         """Transform one entry; raise TransformError naming its ``ts`` if it is malformed."""
@@ -72,8 +82,8 @@ class EventTransform:
             namespace = entry.get("ns")
             if not isinstance(namespace, str):
                 raise TransformError(f"expected ns to be a string, got {namespace!r:.100}")
-            if not self._single_collection and namespace.partition(".")[2] == _VIEWS_COLLECTION:
-                return self._view_event(entry, ts, namespace)
+            if not self._single_collection and namespace.partition(".")[2] == VIEWS_COLLECTION:
+                return view_event(entry, ts, self._token_data, with_ns_type=self._ns_type)
             return self._default_event(entry, ts, namespace)
         except TransformError as exc:
             raise exc.at(ts) from None
@@ -116,12 +126,13 @@ class EventTransform:
             operation_type, description, state_before_change = self._apply_ddl(ddl, leading)
             db, coll = ddl.db or db, ddl.coll
             if operation_type == f.CREATE and self._options.show_expanded_events:
-                ns_type = "collection" if self._options.at_least(8, 1) else None
+                ns_type = "collection" if self._ns_type else None
         elif op == "n":
             ddl = describe_noop(
                 namespace,
                 entry.get("o2"),
-                legacy_new_shard_name=self._version < 2 or not self._options.at_least(6, 1),
+                new_shard_name=self._new_shard_name,
+                reads_legacy_type=not self._options.at_least(7, 0),
             )
             operation_type, description, state_before_change = self._apply_ddl(ddl, leading)
             has_ns = ddl.db is not None
@@ -190,7 +201,8 @@ class EventTransform:
     def _update(self, entry: Mapping[str, Any]) -> tuple[str, Any, Any]:
         o = _document(entry, "o")
         version = o.get("$v")
-        if version == 2 and not isinstance(version, bool):
+        # Value::getInt() reads an int32 (an int64's low word); a double 2.0 is not 2.
+        if type(version) in (int, Int64) and version == 2:
             diff = o.get("diff")
             if not isinstance(diff, Mapping):
                 raise TransformError(f"expected o.diff to be a document, got {diff!r:.100}")
@@ -207,56 +219,15 @@ class EventTransform:
             # 6.x still converts pre-5.0 modifier updates; anything with an _id replaces.
             if "_id" in o:
                 return f.REPLACE, o, None
+            if self._options.show_raw_update_description:
+                return f.UPDATE, None, raw_update_description(o)
             return f.UPDATE, None, legacy_update_description(o)
-        if version is not None or "_id" not in o:
+        # 7.0+: a present $v (even null) that is not 2 fails, as does a modifier without _id.
+        if "$v" in o or "_id" not in o:
             raise TransformError(
                 f"Unsupported or missing oplog version, $v: {version!r}", code=6741200
             )
         return f.REPLACE, o, None
-
-    def _view_event(self, entry: Mapping[str, Any], ts: Timestamp, namespace: str) -> ChangeEvent:
-        op = entry.get("op")
-        o = _document(entry, "o")
-        view_namespace = o.get("_id")
-        if not isinstance(view_namespace, str):
-            raise TransformError(
-                f"expected a system.views entry's o._id to be the view's namespace, got "
-                f"{view_namespace!r:.100}"
-            )
-        description: Any = None
-        ns_type: str | None = None
-        if op == "i":
-            operation_type = f.CREATE
-            description = without(o, "_id")
-            view_on = o.get("viewOn")
-            bucket = isinstance(view_on, str) and view_on.startswith(_BUCKETS_PREFIX)
-            ns_type = "timeseries" if bucket else "view"
-        elif op == "u":
-            operation_type = f.MODIFY
-            description = without(o, "_id")
-        elif op == "d":
-            operation_type = f.DROP
-        else:
-            raise TransformError(
-                f"expected an insert, update or delete on {namespace}, got op {op!r:.40}",
-                code=6188600,
-            )
-        data = self._token_data(
-            ts, entry.get(f.TXN_OP_INDEX) or 0, entry.get("ui"), operation_type, None, description
-        )
-        token = encode_token(data)
-        event: dict[str, Any] = {
-            f.ID: token.to_document(),
-            f.OPERATION_TYPE: operation_type,
-            f.CLUSTER_TIME: ts,
-            f.WALL_TIME: entry.get("wall"),
-            f.NS: namespace_field(*split_namespace(view_namespace)),
-        }
-        if description is not None:
-            event[f.OPERATION_DESCRIPTION] = description
-        if ns_type is not None and self._options.at_least(8, 1):
-            event[f.NS_TYPE] = ns_type
-        return ChangeEvent(event, token, data)
 
     def _token_data(
         self,

@@ -10,9 +10,10 @@ produce no event.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from bson.decimal128 import Decimal128
 from bson.timestamp import Timestamp
 
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
@@ -30,8 +31,17 @@ _COLLECTION_COMMANDS: Final = (
     "dropIndexes",
     "collMod",
 )
-_INTERNAL_NOOPS_ALWAYS: Final = ("reshardBegin", "reshardDoneCatchUp", "shardCollection")
-_INTERNAL_NOOPS_SINCE_6_1: Final = ("refineCollectionShardKey", "reshardCollection")
+# reshardCollection events are "new in 6.1, also available in 6.0.14" (the manual); a
+# (major, minor) version stands for its newest patch, so 6.0 matches them too.
+_INTERNAL_NOOPS_ALWAYS: Final = (
+    "reshardBegin",
+    "reshardDoneCatchUp",
+    "shardCollection",
+    "reshardCollection",
+)
+_INTERNAL_NOOPS_SINCE_6_1: Final = ("refineCollectionShardKey",)
+# 6.x also matched no-ops written before 6.0, whose kind is o2.type (change_stream_helpers_legacy).
+_LEGACY_NOOP_TYPES: Final = ("reshardBegin", "reshardDoneCatchUp")
 _NULL_OPTIME_TS: Final = Timestamp(0, 0)
 
 
@@ -105,7 +115,8 @@ class OplogMatch:
 
     def not_from_migrate(self, entry: Mapping[str, Any]) -> bool:
         """Drop internal writes (chunk migrations, orphan cleanup) unless asked for."""
-        if self._options.show_migration_events or entry.get("fromMigrate") is not True:
+        # {fromMigrate: {$ne: true}}: an array holding true counts as true, as $eq reads arrays.
+        if self._options.show_migration_events or not _mql_eq(entry.get("fromMigrate"), _is_true):
             return True
         if not self._options.show_system_events or not _matches(entry.get("ns"), self._cmd_ns):
             return False
@@ -153,17 +164,25 @@ class OplogMatch:
         op = entry.get("op")
         o = entry.get("o")
         if op == "n":
+            # endOfTransaction no-ops arrived after the 7.0 branch (the 6.x filter has no such arm).
             o2 = entry.get("o2")
-            return isinstance(o2, Mapping) and _matches(o2.get("endOfTransaction"), self._ns)
+            return (
+                self._options.at_least(7, 1)
+                and isinstance(o2, Mapping)
+                and _matches(o2.get("endOfTransaction"), self._ns)
+            )
         if op != "c" or not isinstance(o, Mapping):
             return False
-        commit = o.get("commitTransaction")
-        if commit is not None and not isinstance(commit, bool) and commit == 1:
+        # {o.commitTransaction: 1} compares numbers by value (1, 1.0, 1L, 1 decimal), never bools.
+        if _mql_eq(o.get("commitTransaction"), _is_one):
             return True
         ops = o.get("applyOps")
-        if not isinstance(ops, list) or o.get("prepare") is True or o.get("partialTxn") is True:
+        if not isinstance(ops, list):
             return False
-        if not _is_null_optime(entry.get("prevOpTime")):
+        if _mql_eq(o.get("prepare"), _is_true) or _mql_eq(o.get("partialTxn"), _is_true):
+            return False
+        # {prevOpTime: {$ne: OpTime()}}: a missing prevOpTime is "not equal" too.
+        if not _mql_eq(entry.get("prevOpTime"), _is_null_optime):
             return True
         for inner in ops:
             if not isinstance(inner, Mapping):
@@ -195,7 +214,16 @@ class OplogMatch:
             names.append("migrateChunkToNewShard")
         if self._options.show_system_events:
             names.append("migrateLastChunkFromShard")
-        return any(name in o2 for name in names)
+        if any(name in o2 for name in names):
+            return True
+        if self._options.at_least(7, 0):
+            return False
+        # 6.x: {o2.type: <name>} for reshardBegin, reshardDoneCatchUp and (merged streams only)
+        # migrateChunkToNewShard (populateInternalOperationFilter, change_stream_helpers_legacy).
+        legacy = list(_LEGACY_NOOP_TYPES)
+        if self._options.merged_by_router:
+            legacy.append("migrateChunkToNewShard")
+        return _mql_eq(o2.get("type"), lambda value: isinstance(value, str) and value in legacy)
 
     def _view_definition(self, entry: Mapping[str, Any]) -> bool:
         if not self._options.show_expanded_events:
@@ -205,14 +233,39 @@ class OplogMatch:
         return _matches(entry.get("ns"), self._view_ns)
 
 
-def _is_null_optime(optime: Any) -> bool:
-    """Whether ``prevOpTime`` is the null optime ``{ts: Timestamp(0, 0), t: -1}``."""
-    if not isinstance(optime, Mapping) or len(optime) != 2:
+def _mql_eq(value: Any, predicate: Callable[[Any], bool]) -> bool:
+    """An ``$eq`` against a scalar: true if the value, or any element of an array value, matches."""
+    if isinstance(value, list):
+        return any(predicate(element) for element in value)
+    return predicate(value)
+
+
+def _is_true(value: Any) -> bool:
+    return value is True
+
+
+def _number_equals(value: Any, target: int) -> bool:
+    # Numbers compare by value across int32, int64, double and decimal; bool is not a number.
+    if isinstance(value, bool):
         return False
-    term = optime.get("t")
-    return (
-        optime.get("ts") == _NULL_OPTIME_TS
-        and isinstance(term, int | float)
-        and not isinstance(term, bool)
-        and term == -1
-    )
+    if isinstance(value, int | float):
+        return value == target
+    if isinstance(value, Decimal128):
+        number = value.to_decimal()
+        return number.is_finite() and number == target
+    return False
+
+
+def _is_one(value: Any) -> bool:
+    return _number_equals(value, 1)
+
+
+def _is_null_optime(optime: Any) -> bool:
+    """Whether ``optime`` equals the null optime ``{ts: Timestamp(0, 0), t: -1}``.
+
+    Embedded documents compare field by field in order, so ``{t, ts}`` is a different value.
+    """
+    if not isinstance(optime, Mapping) or list(optime) != ["ts", "t"]:
+        return False
+    ts = optime["ts"]
+    return isinstance(ts, Timestamp) and ts == _NULL_OPTIME_TS and _number_equals(optime["t"], -1)

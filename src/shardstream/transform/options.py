@@ -46,7 +46,8 @@ class ChangeStreamOptions:
         split_large_events: end the pipeline with ``$changeStreamSplitLargeEvent``.
         resume_after / start_after: decoded token data to resume from.
         start_at_operation_time: the cluster time to start at.
-        server_version: (major, minor) whose behaviour to reproduce; 6.0 or newer.
+        server_version: (major, minor) whose behaviour to reproduce, 6.0 or newer; a
+            release line stands for its newest patch release (backports included).
         token_version: resume-token version of new events; default: the server's default.
         merged_by_router: the pipeline is a shard's half of a mongos-merged stream, so
             the internal new-shard events are kept for the merger.

@@ -61,7 +61,9 @@ class ShardPipeline:
         # 1. Filter raw entries first: everything later only sees what a change stream can report.
         self._match = OplogMatch(options)
         # 2. Unwind transactions before the transform: each op becomes its own event.
-        self._unwind = UnwindTransaction(self._match.matches_inner_op, history)
+        self._unwind = UnwindTransaction(
+            self._match.matches_inner_op, history, reads_multi_op_type=options.at_least(8, 0)
+        )
         # 3. Transform ops to events; tokens are built here, so every later stage can compare them.
         self._transform = EventTransform(options)
         # 4. Invalidate right after the triggering event, before anything can filter it out.

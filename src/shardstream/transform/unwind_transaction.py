@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
+from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 from shardstream.errors import TransformError
@@ -38,17 +39,21 @@ class UnwindTransaction:
         matches_op: the filter for ops inside ``applyOps`` (the oplog filter's
             operation and notFromMigrate rules).
         history: where to read chain entries older than what this stream saw.
+        reads_multi_op_type: the server reads ``multiOpType`` (8.0 and later).
     """
 
-    __slots__ = ("_history", "_matches_op", "_partial")
+    __slots__ = ("_history", "_matches_op", "_partial", "_reads_multi_op_type")
 
     def __init__(
         self,
         matches_op: Callable[[Mapping[str, Any]], bool],
         history: TransactionHistory | None = None,
+        *,
+        reads_multi_op_type: bool = True,
     ) -> None:
         self._matches_op = matches_op
         self._history = history
+        self._reads_multi_op_type = reads_multi_op_type
         self._partial: dict[Timestamp, Mapping[str, Any]] = {}
 
     def remember(self, entry: Mapping[str, Any]) -> None:
@@ -76,7 +81,7 @@ class UnwindTransaction:
         return (
             entry.get("op") == "c"
             and isinstance(o, Mapping)
-            and (isinstance(o.get("applyOps"), list) or "commitTransaction" in o)
+            and ("applyOps" in o or "commitTransaction" in o)
         )
 
     def unwind(self, entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -88,48 +93,69 @@ class UnwindTransaction:
         """
         o: Mapping[str, Any] = entry["o"]
         commit_ts = entry.get("ts")
-        is_retryable_batch = entry.get("multiOpType") == 1
-        chain = [] if is_retryable_batch else self._chain_before(entry)
-        if "commitTransaction" in o:
-            apply_ops_entries = chain
-        else:
+        # Checked in the server's order: multiOpType, then lsid / txnNumber, then the chain.
+        applied_separately = self._applied_separately(entry)
+        session = {} if applied_separately else _session_fields(entry)
+        chain = [] if applied_separately else self._chain_before(entry)
+        if "applyOps" in o:
             apply_ops_entries = [*chain, entry]
-        session: dict[str, Any] = {}
-        if not is_retryable_batch:
-            for name in (f.LSID, f.TXN_NUMBER):
-                if name in entry:
-                    session[name] = entry[name]
-        commit_timestamp = o.get("commitTimestamp") if "commitTransaction" in o else None
+        elif not chain:
+            # A commitTransaction holds no ops itself: without a chain there is nothing to read.
+            raise TransformError("No transaction oplog entries found", code=5543804)
+        else:
+            apply_ops_entries = chain
+        commit_timestamp = o.get("commitTimestamp") if "applyOps" not in o else None
         txn_op_index = 0
         for holder in apply_ops_entries:
             ops = holder["o"].get("applyOps")
             if not isinstance(ops, list):
                 raise TransformError(
                     f"expected o.applyOps to be an array in the transaction entry at "
-                    f"{holder.get('ts')!r}, got {ops!r:.100}"
+                    f"{holder.get('ts')!r}, got {ops!r:.100}",
+                    code=40532 if holder is entry else 5543806,
                 )
             for apply_ops_index, op in enumerate(ops):
                 index = txn_op_index
                 txn_op_index += 1
-                if not isinstance(op, Mapping):
+                if not isinstance(op, Mapping) or not isinstance(op.get("op"), str):
                     raise TransformError(
-                        f"expected each applyOps element to be a document, got {op!r:.100}"
+                        f"expected each applyOps element to be a document with a string op, "
+                        f"got {op!r:.100}",
+                        code=5543808,
                     )
-                if op.get("op") == "n":
-                    raise TransformError("expected no no-op entry inside applyOps, got one")
+                if op["op"] == "n":
+                    raise TransformError(
+                        "expected no no-op entry inside applyOps, got one", code=5543809
+                    )
                 if not self._matches_op(op):
                     continue
                 yield {
                     **op,
-                    "ts": commit_ts,
-                    "wall": entry.get("wall"),
                     f.TXN_OP_INDEX: index,
                     f.APPLY_OPS_INDEX: apply_ops_index,
                     f.APPLY_OPS_TS: holder.get("ts"),
+                    "ts": commit_ts,
+                    "wall": entry.get("wall"),
                     **({f.COMMIT_TIMESTAMP: commit_timestamp} if commit_timestamp else {}),
                     **session,
                 }
         self._forget_chain(entry)
+
+    def _applied_separately(self, entry: Mapping[str, Any]) -> bool:
+        """Whether ``entry`` is a retryable write's applyOps (``multiOpType: 1``, 8.0+).
+
+        Its ops are no transaction: the prevOpTime chain is not followed and no
+        lsid / txnNumber is copied into its events.
+        """
+        if not self._reads_multi_op_type or "multiOpType" not in entry:
+            return False
+        multi_op_type = entry["multiOpType"]
+        if type(multi_op_type) is not int:  # int32 only (Int64 and bool are other types)
+            raise TransformError(
+                f'Entry field "multiOpType" should be int, found {multi_op_type!r:.40}',
+                code=40532,
+            )
+        return multi_op_type == 1
 
     def _chain_before(self, entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """The earlier entries of ``entry``'s transaction, oldest first."""
@@ -143,6 +169,7 @@ class UnwindTransaction:
                 raise TransformError(
                     f"expected the transaction entry at prevOpTime {ts!r} (read back by "
                     f"optime, as mongod does), but the oplog source does not have it",
+                    code=286,  # ChangeStreamHistoryLost
                 )
             chain.append(earlier)
             ts = _prev_ts(earlier)
@@ -153,6 +180,20 @@ class UnwindTransaction:
         ts = _prev_ts(entry)
         while ts is not None and ts in self._partial:
             ts = _prev_ts(self._partial.pop(ts))
+
+
+def _session_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry's lsid (a document) and txnNumber (int64); either may be missing."""
+    session: dict[str, Any] = {}
+    for name, expected, type_name in ((f.LSID, Mapping, "object"), (f.TXN_NUMBER, Int64, "long")):
+        if name in entry:
+            if not isinstance(entry[name], expected):
+                raise TransformError(
+                    f'Entry field "{name}" should be {type_name}, found {entry[name]!r:.60}',
+                    code=40532,
+                )
+            session[name] = entry[name]
+    return session
 
 
 def _prev_ts(entry: Mapping[str, Any]) -> Timestamp | None:

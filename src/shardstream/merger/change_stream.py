@@ -1,0 +1,198 @@
+"""Layer 3 facade: ``watch()`` and :class:`ChangeStream`, shaped like pymongo's.
+
+A pymongo user switches by changing one line: ``collection.watch(...)`` becomes
+``shardstream.watch(shards, db=..., coll=..., ...)``; iteration, ``try_next``,
+``resume_token``, ``alive``, ``close`` and ``with`` behave as the driver's do,
+including the change-stream spec's resume-token caching rules.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ConfigurationError
+from shardstream.merger.event_match import compile_pipeline
+from shardstream.merger.merged_stream import MergedStream
+from shardstream.merger.topology import TopologySource
+from shardstream.oplog.source import OplogSource
+from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
+from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup
+
+DEFAULT_BATCH_SIZE: Final = 1000
+_POLL_INTERVAL_S: Final = 0.01
+
+
+class ChangeStream:
+    """An iterator over merged change events (like ``pymongo.change_stream.ChangeStream``).
+
+    Use :func:`watch` to create one.
+    """
+
+    def __init__(
+        self, merged: MergedStream, *, batch_size: int, max_await_time_ms: int | None
+    ) -> None:
+        self._merged = merged
+        self._batch_size = batch_size
+        self._max_await_s = None if max_await_time_ms is None else max_await_time_ms / 1000
+        self._batch: deque[ChangeEvent] = deque()
+        self._batch_resume_token: ResumeToken | None = None
+        self._resume_token: dict[str, Any] | None = None
+        self._closed = False
+
+    def __iter__(self) -> ChangeStream:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return self.next()
+
+    def next(self) -> dict[str, Any]:
+        """Return the next event, waiting for one; StopIteration once the stream has ended.
+
+        A stream over finite sources (files) ends when they are all read; over live
+        sources it waits (polling at most ``max_await_time_ms`` per call to the shards).
+        """
+        while self.alive:
+            event = self.try_next()
+            if event is not None:
+                return event
+            if not self._batch and not self._merged.exhausted:
+                time.sleep(_POLL_INTERVAL_S)
+        raise StopIteration
+
+    def try_next(self) -> dict[str, Any] | None:
+        """Return the next event if one is ready now, else None (and advance ``resume_token``)."""
+        if self._closed:
+            return None
+        if not self._batch:
+            self._fetch_batch()
+            if not self._batch:
+                return None
+        event = self._batch.popleft()
+        if not self._batch and self._batch_resume_token is not None:
+            self._resume_token = self._batch_resume_token.to_document()
+        else:
+            self._resume_token = dict(event.document["_id"])
+        return event.document
+
+    def _fetch_batch(self) -> None:
+        deadline = None if self._max_await_s is None else time.monotonic() + self._max_await_s
+        while True:
+            events, resume_token = self._merged.next_batch(self._batch_size)
+            self._batch.extend(events)
+            self._batch_resume_token = resume_token
+            if events or self._merged.exhausted or deadline is None or time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_INTERVAL_S)
+        if not self._batch and resume_token is not None:
+            self._resume_token = resume_token.to_document()
+
+    @property
+    def resume_token(self) -> dict[str, Any] | None:
+        """The token to resume from: the last event's ``_id``, or the batch's postBatchResumeToken."""
+        return None if self._resume_token is None else dict(self._resume_token)
+
+    @property
+    def alive(self) -> bool:
+        """False once closed, invalidated, or (finite sources) fully read."""
+        return not self._closed and (bool(self._batch) or not self._merged.exhausted)
+
+    def close(self) -> None:
+        """Stop reading and release the sources."""
+        if not self._closed:
+            self._closed = True
+            self._merged.close()
+
+    def __enter__(self) -> ChangeStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def watch(
+    source: Mapping[str, OplogSource],
+    *,
+    db: str | None = None,
+    coll: str | None = None,
+    pipeline: Sequence[Mapping[str, Any]] | None = None,
+    full_document: str | None = None,
+    full_document_before_change: str | None = None,
+    resume_after: Mapping[str, Any] | None = None,
+    start_after: Mapping[str, Any] | None = None,
+    start_at_operation_time: Timestamp | None = None,
+    show_expanded_events: bool = False,
+    batch_size: int | None = None,
+    max_await_time_ms: int | None = None,
+    lookup: DocumentLookup | None = None,
+    topology: TopologySource | None = None,
+    ignore_removed_shards: bool = False,
+    **internal_options: Any,
+) -> ChangeStream:
+    """Open a change stream over every shard, merged as mongos merges it.
+
+    Args:
+        source: shard name -> :class:`~shardstream.oplog.OplogSource`.
+        db: watch one database (default: the whole cluster).
+        coll: watch one collection of ``db``.
+        pipeline: ``$match`` stages, evaluated on each event (see README).
+        full_document: ``updateLookup``, ``whenAvailable`` or ``required`` (needs ``lookup``).
+        full_document_before_change: ``whenAvailable`` or ``required`` (needs ``lookup``).
+        resume_after: a token document ``{_data, ...}`` to resume after.
+        start_after: like ``resume_after``, and also accepts an invalidate's token.
+        start_at_operation_time: start at this cluster time.
+        show_expanded_events: also DDL events and the expanded fields.
+        batch_size: events per internal batch (the postBatchResumeToken granularity).
+        max_await_time_ms: how long ``try_next`` waits for live shards before giving up.
+        lookup: reads documents for the image options.
+        topology: shard additions and removals (a ``config.shards`` monitor).
+        ignore_removed_shards: go on when a shard leaves (accepting a possible gap).
+        internal_options: the server's internal flags as ChangeStreamOptions names
+            (``show_system_events``, ``show_raw_update_description``, ``server_version``,
+            ``token_version`` ...).
+
+    Raises:
+        ConfigurationError: conflicting or unknown options.
+        ResumeTokenError: a malformed resume token.
+    """
+    if batch_size is not None and batch_size < 1:
+        raise ConfigurationError(f"expected batch_size >= 1, got {batch_size!r}")
+    try:
+        options = ChangeStreamOptions(
+            db=db,
+            coll=coll,
+            full_document=full_document or "default",
+            full_document_before_change=full_document_before_change or "off",
+            resume_after=_token(resume_after),
+            start_after=_token(start_after),
+            start_at_operation_time=start_at_operation_time,
+            show_expanded_events=show_expanded_events,
+            **internal_options,
+        )
+    except TypeError as exc:
+        raise ConfigurationError(f"unknown watch() option: {exc}") from exc
+    merged = MergedStream(
+        source,
+        options,
+        lookup=lookup,
+        topology=topology,
+        event_filter=compile_pipeline(pipeline or []),
+        ignore_removed_shards=ignore_removed_shards,
+    )
+    return ChangeStream(
+        merged, batch_size=batch_size or DEFAULT_BATCH_SIZE, max_await_time_ms=max_await_time_ms
+    )
+
+
+def _token(document: Mapping[str, Any] | None) -> ResumeTokenData | None:
+    return None if document is None else decode_token_document(document)

@@ -1,0 +1,444 @@
+"""Layer 3: a change stream's ``$match`` stages, evaluated client-side on each event.
+
+``watch(pipeline=[{"$match": ...}])`` filters on the server; here the same query is compiled
+once into a predicate over decoded events.  The query language is MongoDB's for a defined
+subset (see :data:`SUPPORTED_OPERATORS`), with the server's semantics: implicit traversal of
+arrays along dotted paths, ``null`` matching a missing field, comparisons only within one
+type bracket, and ``$ne`` / ``$nin`` / ``$not`` / ``$nor`` as plain negations.  The parse
+mirrors matcher/expression_parser.cpp and the matching matcher/expression_leaf.cpp,
+expression_array.cpp and path.cpp of MongoDB 8.0; anything else raises ConfigurationError
+when the pipeline is compiled, never while events flow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.regex import Regex
+
+from shardstream.errors import ConfigurationError
+from shardstream.merger import event_match_values as bv
+from shardstream.resume_token import UNDEFINED
+
+__all__ = ["SUPPORTED_OPERATORS", "compile_match", "compile_pipeline"]
+
+Predicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
+_Test: TypeAlias = Callable[[Any], bool]
+
+SUPPORTED_OPERATORS: Final = (
+    "$and", "$or", "$nor", "$comment", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in",
+    "$nin", "$exists", "$type", "$regex", "$options", "$not", "$all", "$size", "$elemMatch",
+    "$mod",
+)  # fmt: skip
+_SUPPORTED: Final = ", ".join(SUPPORTED_OPERATORS)
+_LOGICAL: Final[dict[str, Callable[[Any], bool]]] = {
+    "$and": all, "$or": any, "$nor": lambda results: not any(results),
+}  # fmt: skip
+# Operators the server knows but this emulation does not; named so the error says so.
+_UNSUPPORTED_TOP: Final = frozenset((
+    "$expr", "$where", "$text", "$jsonSchema", "$alwaysTrue", "$alwaysFalse", "$sampleRate",
+))  # fmt: skip
+_UNSUPPORTED_PATH: Final = frozenset((
+    "$geoWithin", "$within", "$geoIntersects", "$near", "$nearSphere",
+    "$bitsAllSet", "$bitsAllClear", "$bitsAnySet", "$bitsAnyClear",
+))  # fmt: skip
+# An $elemMatch led by a top-level keyword is a query on documents, else operators on values.
+_PATHLESS: Final = frozenset(("$and", "$or", "$nor", "$comment")) | _UNSUPPORTED_TOP
+# Keywords that take a path: a document led by one is rejected inside $all.
+_PATH_KEYWORDS: Final = frozenset(SUPPORTED_OPERATORS[4:]) - {"$not"} | _UNSUPPORTED_PATH
+_COMPARE: Final[dict[str, Callable[[int], bool]]] = {
+    "$eq": lambda c: c == 0, "$lt": lambda c: c < 0, "$lte": lambda c: c <= 0,
+    "$gt": lambda c: c > 0, "$gte": lambda c: c >= 0,
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Leaf:
+    """One path operator: a test of one value; ``expand`` also tests a leaf array's elements."""
+
+    test: _Test
+    expand: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Not:
+    child: _Node
+
+
+@dataclass(frozen=True, slots=True)
+class _All:
+    children: tuple[_Node, ...]
+
+
+_Node: TypeAlias = "_Leaf | _Not | _All"
+
+
+def compile_pipeline(pipeline: Sequence[Mapping[str, Any]]) -> Predicate | None:
+    """Compile a change-stream pipeline of ``$match`` stages into one event predicate.
+
+    Args:
+        pipeline: the stages, as passed to pymongo's ``watch(pipeline=...)``.
+
+    Returns:
+        None for an empty pipeline (every event passes), else a predicate that is true when
+        an event passes every ``$match``.
+
+    Raises:
+        ConfigurationError: a stage other than ``$match``, or a query outside the subset.
+    """
+    if isinstance(pipeline, str | bytes | Mapping) or not isinstance(pipeline, Sequence):
+        raise ConfigurationError(f"pipeline must be a list of stages, got {pipeline!r}")
+    predicates: list[Predicate] = []
+    for position, stage in enumerate(pipeline):
+        if not isinstance(stage, Mapping) or len(stage) != 1:
+            raise ConfigurationError(
+                f"pipeline stage {position} must be a document with exactly one field, "
+                f"got {stage!r}"
+            )
+        ((name, spec),) = stage.items()
+        if name != "$match":
+            raise ConfigurationError(
+                f"pipeline stage {position} is {name!r}, which client-side filtering does not "
+                f"support: only $match stages are (several are ANDed), with {_SUPPORTED}"
+            )
+        predicates.append(compile_match(spec))
+    return _conjunction(predicates) if predicates else None
+
+
+def compile_match(query: Mapping[str, Any]) -> Predicate:
+    """Compile one ``$match`` query into a predicate over decoded documents.
+
+    Raises:
+        ConfigurationError: the query is malformed or uses an operator outside the subset.
+    """
+    if not isinstance(query, Mapping):
+        raise ConfigurationError(f"$match needs a document, got {query!r}")
+    return _query(query)
+
+
+def _query(query: Mapping[str, Any]) -> Predicate:
+    predicates: list[Predicate] = []
+    for key, value in query.items():
+        if not isinstance(key, str):
+            raise ConfigurationError(f"field names must be strings, got {key!r}")
+        if key == "$comment":
+            continue
+        if key in _LOGICAL:
+            predicates.append(_logical(key, value))
+        elif key.startswith("$"):
+            what = "is not supported client-side" if key in _UNSUPPORTED_TOP else "is unknown"
+            raise ConfigurationError(f"top-level operator {key} {what}; supported: {_SUPPORTED}")
+        else:
+            predicates.append(_on_path(_path_node(value), tuple(key.split("."))))
+    return _conjunction(predicates)
+
+
+def _conjunction(predicates: Sequence[Predicate]) -> Predicate:
+    if len(predicates) == 1:
+        return predicates[0]
+    return lambda document: all(predicate(document) for predicate in predicates)
+
+
+def _logical(operator: str, clauses: Any) -> Predicate:
+    if not bv.is_array(clauses) or not clauses:
+        raise ConfigurationError(f"{operator} must be a nonempty array, got {clauses!r}")
+    for clause in clauses:
+        if not isinstance(clause, Mapping):
+            raise ConfigurationError(f"{operator} entries need to be full objects: {clause!r}")
+    predicates = tuple(_query(clause) for clause in clauses)
+    combine = _LOGICAL[operator]
+    return lambda document: combine(predicate(document) for predicate in predicates)
+
+
+def _on_path(node: _Node, parts: tuple[str, ...]) -> Predicate:
+    """Bind an operator tree to a path: a leaf matches if any value the path reaches passes."""
+    if isinstance(node, _Leaf):
+        test, expand = node.test, node.expand
+        return lambda document: any(test(v) for v in bv.iter_path(document, parts, expand))
+    if isinstance(node, _Not):
+        inner = _on_path(node.child, parts)
+        return lambda document: not inner(document)
+    return _conjunction([_on_path(child, parts) for child in node.children])
+
+
+def _on_value(node: _Node) -> _Test:
+    """An operator tree as a test of one value (an $elemMatch element): no path, no traversal."""
+    if isinstance(node, _Leaf):
+        return node.test
+    if isinstance(node, _Not):
+        inner = _on_value(node.child)
+        return lambda value: not inner(value)
+    tests = tuple(_on_value(child) for child in node.children)
+    return lambda value: all(test(value) for test in tests)
+
+
+def _is_operator_document(value: Any) -> bool:
+    # A document whose first key starts with '$' holds operators, unless it is a DBRef.
+    if not isinstance(value, Mapping) or not value:
+        return False
+    first = next(iter(value))
+    return isinstance(first, str) and first.startswith("$") and first not in ("$ref", "$id", "$db")
+
+
+def _path_node(value: Any) -> _Node:
+    if _is_operator_document(value):
+        return _operators(value)
+    if isinstance(value, Regex | re.Pattern):
+        return _Leaf(_regex_test(*bv.regex_source(value)))
+    return _Leaf(_comparison("$eq", value))
+
+
+def _operators(spec: Mapping[str, Any]) -> _Node:
+    # Each operator is its own path predicate, so {$gt: 1, $lt: 5} may pass on two elements.
+    nodes: list[_Node] = []
+    for operator, argument in spec.items():
+        if operator == "$options":
+            if "$regex" not in spec:
+                raise ConfigurationError("$options needs a $regex")
+        elif operator == "$regex":
+            nodes.append(_regex_document(spec))
+        else:
+            nodes.append(_operator(operator, argument))
+    return nodes[0] if len(nodes) == 1 else _All(tuple(nodes))
+
+
+def _operator(operator: str, argument: Any) -> _Node:
+    if operator in _COMPARE:
+        return _Leaf(_comparison(operator, argument))
+    if operator == "$ne":
+        if isinstance(argument, Regex | re.Pattern):
+            raise ConfigurationError("Can't have regex as arg to $ne.")
+        return _Not(_Leaf(_comparison("$eq", argument)))
+    if operator in ("$in", "$nin"):
+        leaf = _Leaf(_membership(operator, argument))
+        return leaf if operator == "$in" else _Not(leaf)
+    if operator == "$exists":
+        present = _Leaf(lambda value: value is not bv.MISSING)
+        return present if bv.true_value(argument) else _Not(present)
+    if operator == "$type":
+        return _Leaf(_type_test(argument))
+    if operator == "$not":
+        return _Not(_negated(argument))
+    if operator == "$all":
+        return _all(argument)
+    if operator == "$size":
+        size = _size(argument)
+        return _Leaf(lambda value: bv.is_array(value) and len(value) == size, expand=False)
+    if operator == "$elemMatch":
+        return _Leaf(_elem_match(argument), expand=False)
+    if operator == "$mod":
+        return _Leaf(_mod_test(argument))
+    what = "is not supported client-side" if operator in _UNSUPPORTED_PATH else "is unknown"
+    raise ConfigurationError(f"operator {operator} {what}; supported: {_SUPPORTED}")
+
+
+def _comparison(operator: str, rhs: Any) -> _Test:
+    _check_value(rhs, operator)
+    if rhs is UNDEFINED:
+        raise ConfigurationError("cannot compare to undefined")
+    rhs_bracket, rhs_nan, accept = bv.canonical_type(rhs), bv.is_nan(rhs), _COMPARE[operator]
+    missing_passes = operator in ("$eq", "$lte", "$gte")
+
+    def test(value: Any) -> bool:
+        bracket = bv.canonical_type(value)
+        if bracket != rhs_bracket:
+            # Type bracketing: no match across brackets, but for null vs missing and the keys.
+            if bracket + rhs_bracket == bv.NULL_BRACKET:
+                return value is bv.MISSING and missing_passes
+            if isinstance(rhs, MaxKey | MinKey):
+                return operator in (("$lt", "$lte") if isinstance(rhs, MaxKey) else ("$gt", "$gte"))
+            return False
+        if operator != "$eq" and (rhs_nan or bv.is_nan(value)):
+            # NaN equals NaN but is neither below nor above anything.
+            return operator in ("$lte", "$gte") and rhs_nan and bv.is_nan(value)
+        return accept(bv.compare(value, rhs))
+
+    return test
+
+
+def _membership(operator: str, items: Any) -> _Test:
+    if not bv.is_array(items):
+        raise ConfigurationError(f"{operator} needs an array, got {items!r}")
+    tests: list[_Test] = []
+    for item in items:
+        if isinstance(item, Regex | re.Pattern):
+            tests.append(_regex_test(*bv.regex_source(item)))
+        elif _is_operator_document(item):
+            raise ConfigurationError(f"cannot nest $ under {operator}: {item!r}")
+        else:
+            tests.append(_comparison("$eq", item))
+    return lambda value: any(test(value) for test in tests)
+
+
+def _regex_document(spec: Mapping[str, Any]) -> _Leaf:
+    # Flags may come with a Regex value or from $options, not both (parseRegexDocument).
+    pattern, flags = "", ""
+    for key, value in spec.items():
+        if key == "$regex":
+            if isinstance(value, Regex | re.Pattern):
+                pattern, own = bv.regex_source(value)
+                if own and flags:
+                    raise ConfigurationError("options set in both $regex and $options")
+                flags = own or flags
+            elif isinstance(value, str):
+                pattern = value
+            else:
+                raise ConfigurationError(f"$regex has to be a string, got {value!r}")
+        elif key == "$options":
+            if not isinstance(value, str):
+                raise ConfigurationError(f"$options has to be a string, got {value!r}")
+            if flags:
+                raise ConfigurationError("options set in both $regex and $options")
+            flags = value
+    return _Leaf(_regex_test(pattern, flags))
+
+
+def _regex_test(pattern: str, flags: str) -> _Test:
+    try:
+        compiled = bv.compile_regex(pattern, flags)
+    except ValueError as exc:
+        raise ConfigurationError(f"{exc} (in /{pattern}/{flags})") from exc
+
+    def test(value: Any) -> bool:
+        # Strings are searched; a stored regex matches only the identical regex.
+        if isinstance(value, str) and bv.bson_type(value) in (2, 14):
+            return compiled.search(value) is not None
+        if isinstance(value, Regex | re.Pattern):
+            return bv.regex_source(value) == (pattern, flags)
+        return False
+
+    return test
+
+
+def _type_test(argument: Any) -> _Test:
+    codes: set[int] = set()
+    for item in argument if bv.is_array(argument) else [argument]:
+        if isinstance(item, str):
+            if item == "number":
+                codes |= bv.NUMBER_TYPES
+            elif item in bv.TYPE_ALIASES:
+                codes.add(bv.TYPE_ALIASES[item])
+            else:
+                raise ConfigurationError(f"Unknown type name alias: {item!r}")
+        elif bv.is_number(item):
+            code = bv.exact_int64(item)
+            if code is None or code not in bv.TYPE_ALIASES.values():
+                raise ConfigurationError(
+                    f"Invalid numerical type code: {item!r} (for a missing field use $exists)"
+                )
+            codes.add(code)
+        else:
+            raise ConfigurationError(f"type must be represented as a number or a string: {item!r}")
+    return lambda value: value is not bv.MISSING and bv.bson_type(value) in codes
+
+
+def _negated(argument: Any) -> _Node:
+    if isinstance(argument, Regex | re.Pattern):
+        return _Leaf(_regex_test(*bv.regex_source(argument)))
+    if not isinstance(argument, Mapping):
+        raise ConfigurationError(f"$not needs a regex or a document, got {argument!r}")
+    if not argument:
+        raise ConfigurationError("$not cannot be empty")
+    return _operators(argument)
+
+
+def _all(items: Any) -> _Node:
+    if not bv.is_array(items):
+        raise ConfigurationError(f"$all needs an array, got {items!r}")
+    if not items:
+        return _Leaf(lambda _: False)  # the server's AlwaysFalse
+    if _first_key(items[0]) == "$elemMatch":
+        if any(_first_key(item) != "$elemMatch" for item in items):
+            raise ConfigurationError("$all/$elemMatch has to be consistent")
+        return _All(tuple(_Leaf(_elem_match(item["$elemMatch"]), False) for item in items))
+    nodes: list[_Node] = []
+    for item in items:
+        if isinstance(item, Regex | re.Pattern):
+            nodes.append(_Leaf(_regex_test(*bv.regex_source(item))))
+        elif _first_key(item) in _PATH_KEYWORDS:
+            raise ConfigurationError(f"no $ expressions in $all: {item!r}")
+        else:
+            nodes.append(_Leaf(_comparison("$eq", item)))
+    return _All(tuple(nodes))
+
+
+def _first_key(value: Any) -> Any:
+    return next(iter(value), None) if isinstance(value, Mapping) else None
+
+
+def _elem_match(spec: Any) -> _Test:
+    if not isinstance(spec, Mapping):
+        raise ConfigurationError(f"$elemMatch needs an Object, got {spec!r}")
+    if _is_operator_document(spec) and _first_key(spec) not in _PATHLESS:
+        element_test = _on_value(_operators(spec))  # {$gt: 1}: operators on each element
+        return lambda value: bv.is_array(value) and any(element_test(e) for e in value)
+    match = _query(spec)  # {b: 1}: a query on each element that is a document (or array)
+
+    def test(value: Any) -> bool:
+        if not bv.is_array(value):
+            return False
+        for element in value:
+            document = bv.as_document(element)
+            if document is None and bv.is_array(element):
+                document = {str(i): item for i, item in enumerate(element)}
+            if document is not None and match(document):
+                return True
+        return False
+
+    return test
+
+
+def _size(argument: Any) -> int:
+    prefix = f"Failed to parse $size: {argument!r}."
+    if not bv.is_number(argument):
+        raise ConfigurationError(f"{prefix} Expected a number")
+    size = bv.exact_int64(argument)
+    if size is None or size < 0:
+        raise ConfigurationError(f"{prefix} Expected a non-negative 64-bit integer")
+    return size
+
+
+def _mod_test(argument: Any) -> _Test:
+    if not bv.is_array(argument) or len(argument) != 2:
+        raise ConfigurationError(
+            f"malformed mod, needs an array [divisor, remainder]: {argument!r}"
+        )
+    divisor, remainder = (
+        _mod_operand(argument[0], "divisor"),
+        _mod_operand(argument[1], "remainder"),
+    )
+    if divisor == 0:
+        raise ConfigurationError("divisor cannot be 0")
+
+    def test(value: Any) -> bool:
+        dividend = bv.truncated_int64(value)
+        if dividend is None:
+            return False
+        # C++ '%': the remainder takes the dividend's sign (overflow::safeMod).
+        result = 0 if divisor == -1 else abs(dividend) % abs(divisor)
+        return (-result if dividend < 0 else result) == remainder
+
+    return test
+
+
+def _mod_operand(value: Any, what: str) -> int:
+    if not bv.is_number(value):
+        raise ConfigurationError(f"malformed mod, {what} not a number: {value!r}")
+    result = bv.truncated_int64(value)
+    if result is None:
+        raise ConfigurationError(f"malformed mod, {what} value is invalid: {value!r}")
+    return result
+
+
+def _check_value(value: Any, operator: str) -> None:
+    try:
+        bv.check_bson(value)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"{operator} argument {value!r} is not a BSON value: {exc}"
+        ) from exc

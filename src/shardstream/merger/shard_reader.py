@@ -1,0 +1,105 @@
+"""Layer 3: one shard's half of a sharded change stream.
+
+Reads batches from the shard's :class:`OplogSource`, runs them through the shard
+pipeline, and reports what a shard cursor reports to mongos: the events plus a
+postBatchResumeToken, which becomes the shard's promise in the merge.  As on the
+server (``_performChangeStreamsAccounting``), the PBRT is the last event's token,
+or a high-water-mark token at the last examined oplog timestamp when the scan has
+moved past that event; filtered entries (noops, other collections) move it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.oplog.source import OplogSource
+from shardstream.resume_token import ResumeToken, encode_token, high_water_mark
+from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, ShardPipeline
+from shardstream.transform import fields as f
+
+_NEW_SHARD_EVENTS = frozenset({f.NEW_SHARD_DETECTED, f.NEW_SHARD_DETECTED_LEGACY})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShardBatch:
+    """What one read of a shard yields for the merge."""
+
+    events: list[ChangeEvent]
+    promise: ResumeToken | None
+    exhausted: bool
+
+
+class ShardReader:
+    """Pulls one shard's oplog through its pipeline.
+
+    Args:
+        source: the shard's oplog.
+        options: the stream's options (the same start point on every shard).
+        lookup: for image options.
+        start: the stream's start time; the shard's oplog must reach back to it.
+    """
+
+    def __init__(
+        self,
+        source: OplogSource,
+        options: ChangeStreamOptions,
+        *,
+        lookup: DocumentLookup | None = None,
+        start: Timestamp | None = None,
+    ) -> None:
+        self.source = source
+        self._pipeline = ShardPipeline(options, history=source, lookup=lookup, single_shard=False)
+        self._version = options.default_token_version
+        self._start = start
+        self._checked_history = start is None
+        self._last_event: ResumeToken | None = None
+        self._promise: ResumeToken | None = None
+
+    @property
+    def name(self) -> str:
+        """The shard's name."""
+        return self.source.name
+
+    def read(self, max_entries: int) -> ShardBatch | None:
+        """Read and transform one batch; None when the source has nothing ready.
+
+        Raises:
+            ChangeStreamHistoryLost: the shard's oplog starts after the stream's start.
+            TransformError: an entry the server would fail on.
+        """
+        batch = self.source.next_batch(max_entries)
+        if batch is None:
+            return None
+        if not self._checked_history and batch.entries:
+            self._check_history(batch.entries[0].get("ts"))
+        events: list[ChangeEvent] = []
+        for entry in batch.entries:
+            for event in self._pipeline.process(entry):
+                # The legacy new-shard signal: mongos swallows it, and learns of new shards
+                # from config.shards instead; dropping it here keeps its token out of the
+                # shard's promise (internal tokens are never exposed).
+                if event.operation_type not in _NEW_SHARD_EVENTS:
+                    events.append(event)
+            if self._pipeline.closed:
+                break
+        if events:
+            self._last_event = events[-1].token
+        candidates = [token for token in (self._last_event, self._promise) if token is not None]
+        if batch.promise is not None and not self._pipeline.closed:
+            candidates.append(encode_token(high_water_mark(batch.promise, self._version)))
+        if candidates:
+            self._promise = max(candidates, key=lambda token: token.data)
+        exhausted = batch.exhausted or self._pipeline.closed
+        return ShardBatch(events, self._promise, exhausted)
+
+    def _check_history(self, first_ts: object) -> None:
+        self._checked_history = True
+        if isinstance(first_ts, Timestamp) and self._start is not None and first_ts > self._start:
+            raise ChangeStreamHistoryLost(
+                f"Resume of change stream was not possible, as the resume point may no longer be "
+                f"in the oplog: shard {self.name!r} starts at {first_ts!r}, after the stream's "
+                f"start {self._start!r} (server error 286)"
+            )

@@ -1,0 +1,52 @@
+"""Layer 1 contract: what the merger needs from one shard's oplog.
+
+A source hands out batches of entries in ``ts`` order, each with the shard's
+*promise*: a timestamp such that no entry at or below it will ever arrive.  A
+batch may be empty and still advance the promise (an idle shard's periodic noop,
+or a tailer that knows the shard's majority point).  A source that ends is
+exhausted, like a cursor with id 0: it leaves the merge gate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from bson.timestamp import Timestamp
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OplogBatch:
+    """One read from a shard.
+
+    Attributes:
+        entries: oplog entries, ``ts`` strictly increasing, all above the previous promise.
+        promise: no entry at or below this will ever arrive (None: nothing promised yet).
+        exhausted: the source has no more entries, ever.
+    """
+
+    entries: Sequence[Mapping[str, Any]]
+    promise: Timestamp | None
+    exhausted: bool = False
+
+
+class OplogSource(Protocol):
+    """One shard's oplog, read in batches (files, a live tailer, the simulator)."""
+
+    @property
+    def name(self) -> str:
+        """The shard's name (its ``config.shards`` ``_id``)."""
+
+    def next_batch(self, max_entries: int) -> OplogBatch | None:
+        """Return the next batch (at most ``max_entries``), or None if nothing is ready yet.
+
+        None means "ask again later" (a live source with no news); a source that will
+        never produce more returns a batch with ``exhausted`` set.
+        """
+
+    def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
+        """Read back an older entry by its ``ts`` (a transaction's earlier entries)."""
+
+    def close(self) -> None:
+        """Release files, cursors and threads."""
