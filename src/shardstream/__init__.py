@@ -14,8 +14,11 @@ from shardstream.errors import (
     MergeError,
     OplogError,
     ResumeTokenError,
+    ResumeTokenNotFound,
     ShardstreamError,
+    TransformError,
 )
+from shardstream.merger.change_stream import ChangeStream, watch
 from shardstream.resume_token import (
     ResumeToken,
     ResumeTokenData,
@@ -27,6 +30,7 @@ from shardstream.resume_token import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChangeStream",
     "ChangeStreamHistoryLost",
     "ConfigurationError",
     "MergeError",
@@ -34,8 +38,11 @@ __all__ = [
     "ResumeToken",
     "ResumeTokenData",
     "ResumeTokenError",
+    "ResumeTokenNotFound",
     "ShardstreamError",
     "TokenType",
+    "TransformError",
     "decode_token",
     "encode_token",
+    "watch",
 ]

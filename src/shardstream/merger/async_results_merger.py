@@ -53,6 +53,7 @@ class AsyncResultsMerger:
         self._promises: SortedList[tuple[str, int]] = SortedList()
         self._sequence = 0
         self._high_water_mark: ResumeToken | None = None
+        self._open_remotes = 0  # remotes not exhausted: the gate waits for each one's promise
 
     # -- remotes -----------------------------------------------------------------------
 
@@ -65,14 +66,18 @@ class AsyncResultsMerger:
         self._remotes[remote_id] = _Remote(
             name, eligible_for_high_water_mark=eligible_for_high_water_mark
         )
+        self._open_remotes += 1
 
     def close_remote(self, name: str) -> None:
         """Drop a remote and its promise (a removed shard, when the user allows it)."""
         remote_id = self._ids[name]
         remote = self._remotes[remote_id]
-        if remote.promise is not None and not remote.exhausted:
+        if remote.exhausted:
+            return
+        if remote.promise is not None:
             self._promises.remove((remote.promise.data, remote_id))
         remote.exhausted = True
+        self._open_remotes -= 1
         remote.buffer.clear()
         self._merge_queue = [item for item in self._merge_queue if item[1] != remote_id]
         heapq.heapify(self._merge_queue)
@@ -153,6 +158,7 @@ class AsyncResultsMerger:
             self._push(remote_id, remote)
         if exhausted:
             remote.exhausted = True
+            self._open_remotes -= 1
             if remote.promise is not None:
                 self._promises.remove((remote.promise.data, remote_id))
 
@@ -164,16 +170,16 @@ class AsyncResultsMerger:
 
     def _minimum_promise(self) -> tuple[str, int] | None:
         """The smallest promise of the open remotes; None while one has not promised yet."""
-        open_remotes = sum(1 for remote in self._remotes.values() if not remote.exhausted)
-        if len(self._promises) < open_remotes:
+        promises = self._promises
+        if len(promises) < self._open_remotes:
             return None
-        return self._promises[0] if self._promises else None
+        return promises[0] if promises else None
 
     def ready(self) -> bool:
         """Whether the smallest buffered event may be returned now."""
         if not self._merge_queue:
             return False
-        if all(remote.exhausted for remote in self._remotes.values()):
+        if not self._open_remotes:
             return True
         minimum = self._minimum_promise()
         return minimum is not None and self._merge_queue[0][0] <= minimum[0]
@@ -221,7 +227,7 @@ class AsyncResultsMerger:
 
     def drained(self) -> bool:
         """Whether every remote is exhausted and nothing is buffered."""
-        return not self._merge_queue and all(r.exhausted for r in self._remotes.values())
+        return not self._merge_queue and not self._open_remotes
 
     def _check(self) -> dict[str, Any]:
         """Invariants, for tests: heap fronts, promise set and buffers agree."""

@@ -2,12 +2,12 @@
 
 ``watch(pipeline=[{"$match": ...}])`` filters on the server; here the same query is compiled
 once into a predicate over decoded events.  The query language is MongoDB's for a defined
-subset (see :data:`SUPPORTED_OPERATORS`), with the server's semantics: implicit traversal of
+subset (:data:`SUPPORTED_OPERATORS`), with the server's semantics: implicit traversal of
 arrays along dotted paths, ``null`` matching a missing field, comparisons only within one
 type bracket, and ``$ne`` / ``$nin`` / ``$not`` / ``$nor`` as plain negations.  The parse
-mirrors matcher/expression_parser.cpp and the matching matcher/expression_leaf.cpp,
-expression_array.cpp and path.cpp of MongoDB 8.0; anything else raises ConfigurationError
-when the pipeline is compiled, never while events flow.
+mirrors matcher/expression_parser.cpp and the matching expression_leaf.cpp,
+expression_array.cpp and path.cpp of MongoDB 8.0.  Anything outside the subset raises
+ConfigurationError when the pipeline is compiled, never while events flow.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _SUPPORTED: Final = ", ".join(SUPPORTED_OPERATORS)
 _LOGICAL: Final[dict[str, Callable[[Any], bool]]] = {
     "$and": all, "$or": any, "$nor": lambda results: not any(results),
 }  # fmt: skip
-# Operators the server knows but this emulation does not; named so the error says so.
+# Operators the server knows but this emulation does not: the error says so.
 _UNSUPPORTED_TOP: Final = frozenset((
     "$expr", "$where", "$text", "$jsonSchema", "$alwaysTrue", "$alwaysFalse", "$sampleRate",
 ))  # fmt: skip
@@ -96,15 +96,12 @@ def compile_pipeline(pipeline: Sequence[Mapping[str, Any]]) -> Predicate | None:
     predicates: list[Predicate] = []
     for position, stage in enumerate(pipeline):
         if not isinstance(stage, Mapping) or len(stage) != 1:
-            raise ConfigurationError(
-                f"pipeline stage {position} must be a document with exactly one field, "
-                f"got {stage!r}"
-            )
+            raise ConfigurationError(f"stage {position} needs exactly one field: {stage!r}")
         ((name, spec),) = stage.items()
         if name != "$match":
             raise ConfigurationError(
-                f"pipeline stage {position} is {name!r}, which client-side filtering does not "
-                f"support: only $match stages are (several are ANDed), with {_SUPPORTED}"
+                f"stage {position} is {name!r}, which client-side filtering does not support: "
+                f"only $match stages are (several are ANDed), with {_SUPPORTED}"
             )
         predicates.append(compile_match(spec))
     return _conjunction(predicates) if predicates else None
@@ -118,19 +115,13 @@ def compile_match(query: Mapping[str, Any]) -> Predicate:
     """
     if not isinstance(query, Mapping):
         raise ConfigurationError(f"$match needs a document, got {query!r}")
-    return _query(query)
-
-
-def _query(query: Mapping[str, Any]) -> Predicate:
     predicates: list[Predicate] = []
     for key, value in query.items():
-        if not isinstance(key, str):
-            raise ConfigurationError(f"field names must be strings, got {key!r}")
-        if key == "$comment":
-            continue
         if key in _LOGICAL:
             predicates.append(_logical(key, value))
-        elif key.startswith("$"):
+        elif not isinstance(key, str) or key.startswith("$"):
+            if key == "$comment":
+                continue
             what = "is not supported client-side" if key in _UNSUPPORTED_TOP else "is unknown"
             raise ConfigurationError(f"top-level operator {key} {what}; supported: {_SUPPORTED}")
         else:
@@ -147,16 +138,14 @@ def _conjunction(predicates: Sequence[Predicate]) -> Predicate:
 def _logical(operator: str, clauses: Any) -> Predicate:
     if not bv.is_array(clauses) or not clauses:
         raise ConfigurationError(f"{operator} must be a nonempty array, got {clauses!r}")
-    for clause in clauses:
-        if not isinstance(clause, Mapping):
-            raise ConfigurationError(f"{operator} entries need to be full objects: {clause!r}")
-    predicates = tuple(_query(clause) for clause in clauses)
-    combine = _LOGICAL[operator]
+    if not all(isinstance(clause, Mapping) for clause in clauses):
+        raise ConfigurationError(f"{operator} entries need to be full objects: {clauses!r}")
+    predicates, combine = tuple(compile_match(c) for c in clauses), _LOGICAL[operator]
     return lambda document: combine(predicate(document) for predicate in predicates)
 
 
 def _on_path(node: _Node, parts: tuple[str, ...]) -> Predicate:
-    """Bind an operator tree to a path: a leaf matches if any value the path reaches passes."""
+    """Bind an operator tree to a path: a leaf passes if any value the path reaches passes."""
     if isinstance(node, _Leaf):
         test, expand = node.test, node.expand
         return lambda document: any(test(v) for v in bv.iter_path(document, parts, expand))
@@ -177,68 +166,73 @@ def _on_value(node: _Node) -> _Test:
     return lambda value: all(test(value) for test in tests)
 
 
+def _first_key(value: Any) -> Any:
+    return next(iter(value), None) if isinstance(value, Mapping) else None
+
+
 def _is_operator_document(value: Any) -> bool:
     # A document whose first key starts with '$' holds operators, unless it is a DBRef.
-    if not isinstance(value, Mapping) or not value:
-        return False
-    first = next(iter(value))
+    first = _first_key(value)
     return isinstance(first, str) and first.startswith("$") and first not in ("$ref", "$id", "$db")
 
 
 def _path_node(value: Any) -> _Node:
-    if _is_operator_document(value):
-        return _operators(value)
+    return _operators(value) if _is_operator_document(value) else _Leaf(_equal_or_search(value))
+
+
+def _equal_or_search(value: Any) -> _Test:
+    # A regex given where a value is expected searches strings ({a: /x/}, $in, $all).
     if isinstance(value, Regex | re.Pattern):
-        return _Leaf(_regex_test(*bv.regex_source(value)))
-    return _Leaf(_comparison("$eq", value))
+        return _regex_test(*bv.regex_source(value))
+    return _comparison("$eq", value)
 
 
 def _operators(spec: Mapping[str, Any]) -> _Node:
     # Each operator is its own path predicate, so {$gt: 1, $lt: 5} may pass on two elements.
-    nodes: list[_Node] = []
-    for operator, argument in spec.items():
-        if operator == "$options":
-            if "$regex" not in spec:
-                raise ConfigurationError("$options needs a $regex")
-        elif operator == "$regex":
-            nodes.append(_regex_document(spec))
-        else:
-            nodes.append(_operator(operator, argument))
+    if "$options" in spec and "$regex" not in spec:
+        raise ConfigurationError("$options needs a $regex")
+    nodes = [_operator(op, arg, spec) for op, arg in spec.items() if op != "$options"]
     return nodes[0] if len(nodes) == 1 else _All(tuple(nodes))
 
 
-def _operator(operator: str, argument: Any) -> _Node:
+def _operator(operator: str, argument: Any, spec: Mapping[str, Any]) -> _Node:
     if operator in _COMPARE:
         return _Leaf(_comparison(operator, argument))
-    if operator == "$ne":
-        if isinstance(argument, Regex | re.Pattern):
+    if operator in ("$ne", "$nin"):
+        if operator == "$ne" and isinstance(argument, Regex | re.Pattern):
             raise ConfigurationError("Can't have regex as arg to $ne.")
-        return _Not(_Leaf(_comparison("$eq", argument)))
-    if operator in ("$in", "$nin"):
-        leaf = _Leaf(_membership(operator, argument))
-        return leaf if operator == "$in" else _Not(leaf)
+        return _Not(_operator("$eq" if operator == "$ne" else "$in", argument, spec))
+    if operator == "$in":
+        if not bv.is_array(argument):
+            raise ConfigurationError(f"$in / $nin need an array, got {argument!r}")
+        if any(_is_operator_document(item) for item in argument):
+            raise ConfigurationError(f"cannot nest $ under $in / $nin: {argument!r}")
+        tests = [_equal_or_search(item) for item in argument]
+        return _Leaf(lambda value: any(test(value) for test in tests))
     if operator == "$exists":
         present = _Leaf(lambda value: value is not bv.MISSING)
         return present if bv.true_value(argument) else _Not(present)
-    if operator == "$type":
-        return _Leaf(_type_test(argument))
     if operator == "$not":
         return _Not(_negated(argument))
+    if operator == "$size":
+        size = bv.exact_int64(argument) if bv.is_number(argument) else None
+        if size is None or size < 0:
+            raise ConfigurationError(f"$size needs a non-negative integer, got {argument!r}")
+        return _Leaf(lambda value: bv.is_array(value) and len(value) == size, expand=False)
     if operator == "$all":
         return _all(argument)
-    if operator == "$size":
-        size = _size(argument)
-        return _Leaf(lambda value: bv.is_array(value) and len(value) == size, expand=False)
-    if operator == "$elemMatch":
-        return _Leaf(_elem_match(argument), expand=False)
-    if operator == "$mod":
-        return _Leaf(_mod_test(argument))
-    what = "is not supported client-side" if operator in _UNSUPPORTED_PATH else "is unknown"
-    raise ConfigurationError(f"operator {operator} {what}; supported: {_SUPPORTED}")
+    builder = _LEAF_BUILDERS.get(operator)
+    if builder is None:
+        what = "is not supported client-side" if operator in _UNSUPPORTED_PATH else "is unknown"
+        raise ConfigurationError(f"operator {operator} {what}; supported: {_SUPPORTED}")
+    return _Leaf(builder(spec if operator == "$regex" else argument), operator != "$elemMatch")
 
 
 def _comparison(operator: str, rhs: Any) -> _Test:
-    _check_value(rhs, operator)
+    try:
+        bv.check_bson(rhs)
+    except TypeError as exc:
+        raise ConfigurationError(f"{operator} needs a BSON value: {exc}") from exc
     if rhs is UNDEFINED:
         raise ConfigurationError("cannot compare to undefined")
     rhs_bracket, rhs_nan, accept = bv.canonical_type(rhs), bv.is_nan(rhs), _COMPARE[operator]
@@ -261,41 +255,22 @@ def _comparison(operator: str, rhs: Any) -> _Test:
     return test
 
 
-def _membership(operator: str, items: Any) -> _Test:
-    if not bv.is_array(items):
-        raise ConfigurationError(f"{operator} needs an array, got {items!r}")
-    tests: list[_Test] = []
-    for item in items:
-        if isinstance(item, Regex | re.Pattern):
-            tests.append(_regex_test(*bv.regex_source(item)))
-        elif _is_operator_document(item):
-            raise ConfigurationError(f"cannot nest $ under {operator}: {item!r}")
-        else:
-            tests.append(_comparison("$eq", item))
-    return lambda value: any(test(value) for test in tests)
-
-
-def _regex_document(spec: Mapping[str, Any]) -> _Leaf:
-    # Flags may come with a Regex value or from $options, not both (parseRegexDocument).
+def _regex_document(spec: Mapping[str, Any]) -> _Test:
+    # Flags come with a Regex value or from $options, not both (parseRegexDocument).
     pattern, flags = "", ""
     for key, value in spec.items():
-        if key == "$regex":
-            if isinstance(value, Regex | re.Pattern):
-                pattern, own = bv.regex_source(value)
-                if own and flags:
-                    raise ConfigurationError("options set in both $regex and $options")
-                flags = own or flags
-            elif isinstance(value, str):
-                pattern = value
-            else:
-                raise ConfigurationError(f"$regex has to be a string, got {value!r}")
-        elif key == "$options":
-            if not isinstance(value, str):
-                raise ConfigurationError(f"$options has to be a string, got {value!r}")
-            if flags:
-                raise ConfigurationError("options set in both $regex and $options")
-            flags = value
-    return _Leaf(_regex_test(pattern, flags))
+        if key not in ("$regex", "$options"):
+            continue
+        if key == "$regex" and isinstance(value, Regex | re.Pattern):
+            pattern, own = bv.regex_source(value)
+        elif isinstance(value, str):
+            pattern, own = (value, "") if key == "$regex" else (pattern, value)
+        else:
+            raise ConfigurationError(f"{key} has to be a string, got {value!r}")
+        if flags and (own or key == "$options"):
+            raise ConfigurationError("options set in both $regex and $options")
+        flags = own or flags
+    return _regex_test(pattern, flags)
 
 
 def _regex_test(pattern: str, flags: str) -> _Test:
@@ -316,34 +291,15 @@ def _regex_test(pattern: str, flags: str) -> _Test:
 
 
 def _type_test(argument: Any) -> _Test:
-    codes: set[int] = set()
-    for item in argument if bv.is_array(argument) else [argument]:
-        if isinstance(item, str):
-            if item == "number":
-                codes |= bv.NUMBER_TYPES
-            elif item in bv.TYPE_ALIASES:
-                codes.add(bv.TYPE_ALIASES[item])
-            else:
-                raise ConfigurationError(f"Unknown type name alias: {item!r}")
-        elif bv.is_number(item):
-            code = bv.exact_int64(item)
-            if code is None or code not in bv.TYPE_ALIASES.values():
-                raise ConfigurationError(
-                    f"Invalid numerical type code: {item!r} (for a missing field use $exists)"
-                )
-            codes.add(code)
-        else:
-            raise ConfigurationError(f"type must be represented as a number or a string: {item!r}")
+    codes = bv.type_codes(argument)
     return lambda value: value is not bv.MISSING and bv.bson_type(value) in codes
 
 
 def _negated(argument: Any) -> _Node:
     if isinstance(argument, Regex | re.Pattern):
         return _Leaf(_regex_test(*bv.regex_source(argument)))
-    if not isinstance(argument, Mapping):
-        raise ConfigurationError(f"$not needs a regex or a document, got {argument!r}")
-    if not argument:
-        raise ConfigurationError("$not cannot be empty")
+    if not isinstance(argument, Mapping) or not argument:
+        raise ConfigurationError(f"$not needs a regex or a nonempty document, got {argument!r}")
     return _operators(argument)
 
 
@@ -352,23 +308,14 @@ def _all(items: Any) -> _Node:
         raise ConfigurationError(f"$all needs an array, got {items!r}")
     if not items:
         return _Leaf(lambda _: False)  # the server's AlwaysFalse
-    if _first_key(items[0]) == "$elemMatch":
-        if any(_first_key(item) != "$elemMatch" for item in items):
+    elem_matches = [_first_key(item) == "$elemMatch" for item in items]
+    if any(elem_matches):
+        if not all(elem_matches):
             raise ConfigurationError("$all/$elemMatch has to be consistent")
         return _All(tuple(_Leaf(_elem_match(item["$elemMatch"]), False) for item in items))
-    nodes: list[_Node] = []
-    for item in items:
-        if isinstance(item, Regex | re.Pattern):
-            nodes.append(_Leaf(_regex_test(*bv.regex_source(item))))
-        elif _first_key(item) in _PATH_KEYWORDS:
-            raise ConfigurationError(f"no $ expressions in $all: {item!r}")
-        else:
-            nodes.append(_Leaf(_comparison("$eq", item)))
-    return _All(tuple(nodes))
-
-
-def _first_key(value: Any) -> Any:
-    return next(iter(value), None) if isinstance(value, Mapping) else None
+    if any(_first_key(item) in _PATH_KEYWORDS for item in items):
+        raise ConfigurationError(f"no $ expressions in $all: {items!r}")
+    return _All(tuple(_Leaf(_equal_or_search(item)) for item in items))
 
 
 def _elem_match(spec: Any) -> _Test:
@@ -377,47 +324,28 @@ def _elem_match(spec: Any) -> _Test:
     if _is_operator_document(spec) and _first_key(spec) not in _PATHLESS:
         element_test = _on_value(_operators(spec))  # {$gt: 1}: operators on each element
         return lambda value: bv.is_array(value) and any(element_test(e) for e in value)
-    match = _query(spec)  # {b: 1}: a query on each element that is a document (or array)
-
-    def test(value: Any) -> bool:
-        if not bv.is_array(value):
-            return False
-        for element in value:
-            document = bv.as_document(element)
-            if document is None and bv.is_array(element):
-                document = {str(i): item for i, item in enumerate(element)}
-            if document is not None and match(document):
-                return True
-        return False
-
-    return test
-
-
-def _size(argument: Any) -> int:
-    prefix = f"Failed to parse $size: {argument!r}."
-    if not bv.is_number(argument):
-        raise ConfigurationError(f"{prefix} Expected a number")
-    size = bv.exact_int64(argument)
-    if size is None or size < 0:
-        raise ConfigurationError(f"{prefix} Expected a non-negative 64-bit integer")
-    return size
+    match = compile_match(spec)  # {b: 1}: a query on each element that is a document
+    return lambda value: (
+        bv.is_array(value)
+        and any(
+            document is not None and match(document)
+            for document in (bv.as_document(element, arrays=True) for element in value)
+        )
+    )
 
 
 def _mod_test(argument: Any) -> _Test:
-    if not bv.is_array(argument) or len(argument) != 2:
-        raise ConfigurationError(
-            f"malformed mod, needs an array [divisor, remainder]: {argument!r}"
-        )
-    divisor, remainder = (
-        _mod_operand(argument[0], "divisor"),
-        _mod_operand(argument[1], "remainder"),
-    )
+    # Operands truncate toward zero, like a dividend (ModMatchExpression).
+    operands = [bv.truncated_int64(item) for item in argument] if bv.is_array(argument) else []
+    if len(operands) != 2 or None in operands:
+        raise ConfigurationError(f"malformed mod: needs [divisor, remainder], got {argument!r}")
+    divisor, remainder = operands
     if divisor == 0:
         raise ConfigurationError("divisor cannot be 0")
 
     def test(value: Any) -> bool:
         dividend = bv.truncated_int64(value)
-        if dividend is None:
+        if dividend is None or divisor is None:
             return False
         # C++ '%': the remainder takes the dividend's sign (overflow::safeMod).
         result = 0 if divisor == -1 else abs(dividend) % abs(divisor)
@@ -426,19 +354,6 @@ def _mod_test(argument: Any) -> _Test:
     return test
 
 
-def _mod_operand(value: Any, what: str) -> int:
-    if not bv.is_number(value):
-        raise ConfigurationError(f"malformed mod, {what} not a number: {value!r}")
-    result = bv.truncated_int64(value)
-    if result is None:
-        raise ConfigurationError(f"malformed mod, {what} value is invalid: {value!r}")
-    return result
-
-
-def _check_value(value: Any, operator: str) -> None:
-    try:
-        bv.check_bson(value)
-    except TypeError as exc:
-        raise ConfigurationError(
-            f"{operator} argument {value!r} is not a BSON value: {exc}"
-        ) from exc
+_LEAF_BUILDERS: Final[dict[str, Callable[[Any], _Test]]] = {
+    "$regex": _regex_document, "$type": _type_test, "$elemMatch": _elem_match, "$mod": _mod_test,
+}  # fmt: skip

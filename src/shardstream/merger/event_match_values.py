@@ -28,6 +28,7 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.timestamp import Timestamp
 
+from shardstream.errors import ConfigurationError
 from shardstream.resume_token import UNDEFINED, DBPointer, Symbol
 
 
@@ -62,7 +63,7 @@ _FLAG_LETTERS: Final = (
     ("s", re.DOTALL), ("u", re.UNICODE), ("x", re.VERBOSE),
 )  # fmt: skip
 _PY_FLAGS: Final = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
-_INT64_RANGE: Final = range(-(2**63), 2**63)
+_INT64_MIN: Final = -(2**63)
 
 
 def bson_type(value: Any) -> int:
@@ -71,43 +72,45 @@ def bson_type(value: Any) -> int:
     Raises:
         TypeError: ``value`` is not something pymongo can encode.
     """
-    if value is MISSING:
-        return 0
-    if value is None:
-        return 10
-    if value is UNDEFINED:
-        return 6
-    if isinstance(value, bool):  # before int: bool is an int subclass
-        return 8
-    if isinstance(value, int):
-        if value not in _INT64_RANGE:
+    if value is MISSING or value is None or value is UNDEFINED:
+        return 0 if value is MISSING else 10 if value is None else 6
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not _INT64_MIN <= value < -_INT64_MIN:  # not 'in range()': slow for int subclasses
             raise TypeError(f"integer {value!r} does not fit in 64 bits")
         # pymongo writes an int as int32 when it fits, Int64 always as int64.
         return 18 if isinstance(value, Int64) or not -(2**31) <= value < 2**31 else 16
-    if isinstance(value, float):
-        return 1
-    if isinstance(value, Decimal128):
-        return 19
-    if isinstance(value, Code):  # before str: Code is a str subclass
-        return 13 if value.scope is None else 15
-    if isinstance(value, str):
-        return 14 if isinstance(value, Symbol) else 2
-    if isinstance(value, Mapping | DBRef):
-        return 3
-    if isinstance(value, list | tuple):
-        return 4
-    if isinstance(value, bytes | uuid.UUID):  # bytes covers Binary
-        return 5
-    for kind, code in _SIMPLE_TYPES:
+    for kind, code in _TYPES:  # in order: bool before int, Code and Symbol before str
         if isinstance(value, kind):
-            return code
+            return 15 if code == 13 and getattr(value, "scope", None) is not None else code
     raise TypeError(f"{type(value).__name__} value {value!r} is not a BSON value")
 
 
-_SIMPLE_TYPES: Final[tuple[tuple[type | tuple[type, ...], int], ...]] = (
-    (ObjectId, 7), ((datetime, DatetimeMS), 9), ((Regex, re.Pattern), 11), (DBPointer, 12),
-    (Timestamp, 17), (MinKey, -1), (MaxKey, 127),
+_TYPES: Final[tuple[tuple[type | tuple[type, ...], int], ...]] = (
+    (bool, 8), (float, 1), (Decimal128, 19), (Code, 13), (Symbol, 14), (str, 2),
+    ((Mapping, DBRef), 3), ((list, tuple), 4), ((bytes, uuid.UUID), 5), (ObjectId, 7),
+    ((datetime, DatetimeMS), 9), ((Regex, re.Pattern), 11), (DBPointer, 12), (Timestamp, 17),
+    (MinKey, -1), (MaxKey, 127),
 )  # fmt: skip
+
+
+def type_codes(argument: Any) -> frozenset[int]:
+    """The BSON type codes a ``$type`` argument names: codes, aliases or "number", or a list.
+
+    Raises:
+        ConfigurationError: an unknown alias, or a number that is no type code (0 included:
+            a missing field has no type, ``$exists: false`` asks for it).
+    """
+    codes: set[int] = set()
+    for item in argument if is_array(argument) else [argument]:
+        code = exact_int64(item) if is_number(item) else None
+        code = TYPE_ALIASES.get(item) if isinstance(item, str) else code
+        if item == "number":
+            codes |= NUMBER_TYPES
+        elif code is not None and code in TYPE_ALIASES.values():
+            codes.add(code)
+        else:
+            raise ConfigurationError(f"$type needs BSON type codes or aliases, got {item!r}")
+    return frozenset(codes)
 
 
 def canonical_type(value: Any) -> int:
@@ -133,10 +136,15 @@ def is_array(value: Any) -> bool:
     return isinstance(value, list | tuple)
 
 
-def as_document(value: Any) -> Mapping[str, Any] | None:
-    """``value`` as an embedded document (a DBRef is one on the wire), or None."""
+def as_document(value: Any, *, arrays: bool = False) -> Mapping[str, Any] | None:
+    """``value`` as an embedded document (a DBRef is one on the wire), or None.
+
+    With ``arrays``, an array counts too, as the document ``{"0": ..., "1": ...}``.
+    """
     if isinstance(value, Mapping):
         return value
+    if arrays and is_array(value):
+        return {str(position): item for position, item in enumerate(value)}
     return value.as_doc() if isinstance(value, DBRef) else None
 
 
@@ -147,38 +155,28 @@ def is_number(value: Any) -> bool:
 
 def is_nan(value: Any) -> bool:
     """Whether ``value`` is a double or decimal NaN."""
-    if isinstance(value, float):
-        return math.isnan(value)
-    return isinstance(value, Decimal128) and value.to_decimal().is_nan()
+    return isinstance(value, float | Decimal128) and math.isnan(_number(value))
 
 
 def truncated_int64(value: Any) -> int | None:
     """A number rounded toward zero, or None if not a finite number that fits in 64 bits."""
-    if not is_number(value):
+    if not is_number(value) or not math.isfinite(_number(value)):
         return None
-    number = value.to_decimal() if isinstance(value, Decimal128) else value
-    if isinstance(number, float | Decimal) and not math.isfinite(number):
-        return None
-    result = int(number)  # int() of a float or Decimal truncates toward zero
-    return result if result in _INT64_RANGE else None
+    result = int(_number(value))  # int() of a float or Decimal truncates toward zero
+    return result if _INT64_MIN <= result < -_INT64_MIN else None
 
 
 def exact_int64(value: Any) -> int | None:
     """A number with no fractional part as an int, or None (non-integral, NaN, too large)."""
     result = truncated_int64(value)
-    if result is None:
-        return None
-    number = value.to_decimal() if isinstance(value, Decimal128) else value
-    return result if number == result else None
+    return result if result is not None and _number(value) == result else None
 
 
 def true_value(value: Any) -> bool:
     """BSONElement::trueValue: numbers are true when non-zero, null false, all else true."""
     if value is None or value is MISSING or value is UNDEFINED or isinstance(value, bool):
         return bool(value)
-    if is_number(value):
-        return (value.to_decimal() if isinstance(value, Decimal128) else value) != 0
-    return True
+    return _number(value) != 0 if is_number(value) else True
 
 
 def regex_source(value: Regex[Any] | re.Pattern[Any]) -> tuple[str, str]:
@@ -201,11 +199,8 @@ def compile_regex(pattern: str, flags: str) -> re.Pattern[str]:
             raise ValueError(f"invalid flag in regex options: {letter}")
     if "\x00" in pattern:
         raise ValueError("Regular expression cannot contain an embedded null byte")
-    py_flags = 0
-    for letter in flags:
-        py_flags |= _PY_FLAGS.get(letter, 0)
     try:
-        return re.compile(pattern, py_flags)
+        return re.compile(pattern, sum(_PY_FLAGS.get(letter, 0) for letter in set(flags)))
     except re.error as exc:
         raise ValueError(f"Regular expression is invalid: {exc}") from exc
 
@@ -230,9 +225,7 @@ def _compare_same(bracket: int, left: Any, right: Any) -> int:
         return _sign(str(left), str(right)) or _compare_fields(
             left.scope.items(), right.scope.items()
         )
-    if bracket == 25:
-        return _compare_fields(_indexed(left), _indexed(right))
-    return _compare_fields(_document(left).items(), _document(right).items())
+    return _compare_fields(_fields(left), _fields(right))
 
 
 def _sort_key(bracket: int, value: Any) -> Any:
@@ -281,19 +274,17 @@ def _compare_fields(left: Iterable[tuple[str, Any]], right: Iterable[tuple[str, 
     return -1 if next(right_items, None) is not None else 0
 
 
-def _indexed(array: Sequence[Any]) -> Iterator[tuple[str, Any]]:
-    return ((str(position), item) for position, item in enumerate(array))
-
-
-def _document(value: Any) -> Mapping[str, Any]:
-    document = as_document(value)
-    assert document is not None, value
-    return document
+def _fields(value: Any) -> Iterable[tuple[str, Any]]:
+    return cast("Mapping[str, Any]", as_document(value, arrays=True)).items()
 
 
 def _number(value: Any) -> int | float | Decimal:
-    # Python compares int, float and Decimal exactly, as compare_numbers.h does.
-    return value.to_decimal() if isinstance(value, Decimal128) else cast("int | float", value)
+    # Python compares int, float and Decimal exactly, as compare_numbers.h does.  A signalling
+    # NaN is quieted: BSON orders every NaN alike, and Decimal would raise on comparing it.
+    if isinstance(value, Decimal128):
+        number = value.to_decimal()
+        return Decimal("NaN") if number.is_snan() else number
+    return cast("int | float", value)
 
 
 def _millis(value: datetime | DatetimeMS) -> int:

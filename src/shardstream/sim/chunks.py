@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import hashlib
+import itertools
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
@@ -57,7 +58,7 @@ def hash_position(value: Any) -> int:
 
 
 class KeyBag:
-    """A set of document keys (``id_key`` bytes) that can hand out a random member deterministically.
+    """A set of document keys (``id_key`` bytes) that hands out a random one reproducibly.
 
     Python's ``set`` order depends on string hashing, which changes per process;
     this keeps insertion-ordered slots instead, so a seeded pick is reproducible.
@@ -148,10 +149,10 @@ class ChunkMap:
     __slots__ = ("_lowers", "chunks", "movable")
 
     def __init__(self, bounds: Sequence[Any], owner: str, *, movable: bool = True) -> None:
-        if any(a >= b for a, b in zip(bounds, bounds[1:], strict=False)):
+        if any(a >= b for a, b in itertools.pairwise(bounds)):
             raise ConfigurationError(f"expected increasing chunk bounds, got {list(bounds)!r}")
         edges = [None, *bounds, None]
-        self.chunks = [Chunk(lo, hi, owner) for lo, hi in zip(edges, edges[1:], strict=False)]
+        self.chunks = [Chunk(lo, hi, owner) for lo, hi in itertools.pairwise(edges)]
         self._lowers = list(bounds)
         self.movable = movable
 

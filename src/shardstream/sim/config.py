@@ -148,7 +148,7 @@ class SimulationConfig:
         _check_int("start_time", self.start_time, 1, 2**31 - 1)
         if not isinstance(self.database, str) or not self.database:
             raise ConfigurationError(f"expected a non-empty database name, got {self.database!r}")
-        if any(c in self.database for c in "./ \"$\0") or self.database in _RESERVED_DATABASES:
+        if any(c in self.database for c in './ "$\0') or self.database in _RESERVED_DATABASES:
             raise ConfigurationError(f"expected a user database name, got {self.database!r}")
         self._check_collections()
         weights = [getattr(self, name) for name in _STEP_WEIGHTS]

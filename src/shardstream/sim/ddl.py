@@ -48,9 +48,13 @@ def ensure_collection(world: World, shard: str, coll: CollectionState, *, fm: bo
     if coll.name in created:
         return
     db = coll.db
-    world.write(shard, entries.command(db, coll.ui, {"create": coll.name, "idIndex": _ID_INDEX}, fm=fm))
+    world.write(
+        shard, entries.command(db, coll.ui, {"create": coll.name, "idIndex": _ID_INDEX}, fm=fm)
+    )
     for spec in index_specs(coll):
-        world.write(shard, entries.command(db, coll.ui, {"createIndexes": coll.name, **spec}, fm=fm))
+        world.write(
+            shard, entries.command(db, coll.ui, {"createIndexes": coll.name, **spec}, fm=fm)
+        )
     created[coll.name] = None
 
 
@@ -64,9 +68,7 @@ def shard_collection(world: World, primary: str, coll: CollectionState) -> None:
         "presplitHashedZones": False,
         "capped": False,
     }
-    world.write(
-        primary, entries.noop({"shardCollection": coll.ns}, ns=coll.ns, ui=coll.ui, o2=o2)
-    )
+    world.write(primary, entries.noop({"shardCollection": coll.ns}, ns=coll.ns, ui=coll.ui, o2=o2))
 
 
 def coll_mod(world: World, coll: CollectionState, primary: str) -> None:

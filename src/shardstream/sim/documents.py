@@ -97,7 +97,7 @@ def random_diff(
         absent = [name for name in OPTIONAL_FIELDS if name not in document and name not in touched]
         if action == 0 and present:
             name = rng.choice(present)
-            updates[name] = _new_value(rng, name)
+            updates[name] = _changed_value(rng, name, document[name])
         elif action == 1 and absent:
             name = rng.choice(absent)
             inserts[name] = _value(rng)
@@ -118,6 +118,19 @@ def random_diff(
             diff[section] = fields
     diff.update(subdiffs)
     return diff
+
+
+def _changed_value(rng: random.Random, name: str, old: Any) -> Any:
+    # The server logs no entry for an update that changes nothing, so neither do we.
+    for _ in range(8):
+        value = _new_value(rng, name)
+        if _encoded(value) != _encoded(old):
+            return value
+    return f"{name}-{rng.randrange(10**9)}"
+
+
+def _encoded(value: Any) -> bytes:
+    return bson.encode({"": value})
 
 
 def _new_value(rng: random.Random, name: str) -> Any:
@@ -147,7 +160,9 @@ def _add_subdiff(
             subdiffs["stags"] = {"a": True, "l": len(tags) - 1}
         else:
             index = rng.randrange(len(tags) + 1)  # len(tags) appends
-            subdiffs["stags"] = {"a": True, f"u{index}": rng.choice(TAGS)}
+            current = tags[index] if index < len(tags) else None
+            tag = rng.choice([tag for tag in TAGS if tag != current])
+            subdiffs["stags"] = {"a": True, f"u{index}": tag}
         touched.add("tags")
     elif isinstance(meta, dict) and "meta" not in touched:
         sub: dict[str, Any] = {}

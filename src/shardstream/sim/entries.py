@@ -85,9 +85,7 @@ def inner(body: Mapping[str, Any]) -> Body:
     return {name: body[name] for name in ("op", "ns", "ui", "o", "o2") if name in body}
 
 
-def command(
-    db: str, ui: Binary, o: Mapping[str, Any], o2: Any = None, *, fm: bool = False
-) -> Body:
+def command(db: str, ui: Binary, o: Mapping[str, Any], o2: Any = None, *, fm: bool = False) -> Body:
     """A command entry on ``<db>.$cmd`` (create, createIndexes, collMod)."""
     body: Body = {"op": "c", "ns": f"{db}.$cmd", "ui": ui, "o": dict(o)}
     if o2 is not None:

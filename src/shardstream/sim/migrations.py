@@ -73,17 +73,21 @@ class Migration:
         coll, chunk, donor, recipient = self.coll, self.chunk, self.donor, self.recipient
         world.message(donor, recipient)
         current = {key: coll.docs[key] for key in chunk.keys}
-        for key, old in self.snapshot.items():
+        # Catch up with what changed since the clone, as transferMods does.
+        for key, cloned in self.snapshot.items():
             if key not in current:
-                body = entries.delete(coll.ns, coll.ui, coll.document_key(old), fm=True)
+                body = entries.delete(coll.ns, coll.ui, coll.document_key(cloned), fm=True)
                 world.write(recipient, body)
         for key, document in current.items():
-            old = self.snapshot.get(key)
+            before = self.snapshot.get(key)
             document_key = coll.document_key(document)
-            if old is None:
-                world.write(recipient, entries.insert(coll.ns, coll.ui, document, document_key, fm=True))
-            elif bson.encode(old) != bson.encode(document):
-                world.write(recipient, entries.replace(coll.ns, coll.ui, document, document_key, fm=True))
+            if before is None:
+                body = entries.insert(coll.ns, coll.ui, document, document_key, fm=True)
+            elif bson.encode(before) != bson.encode(document):
+                body = entries.replace(coll.ns, coll.ui, document, document_key, fm=True)
+            else:
+                continue
+            world.write(recipient, body)
         if not coll.chunks.owned_by(recipient):
             # Until 8.3 the donor announces a collection's first chunk on a shard this way.
             message = (

@@ -1,5 +1,7 @@
-"""Simulator: the mutable state of a run: shards with their clocks and oplogs, the clock of
-the simulated world, sessions, open work, and tallies.
+"""Simulator: the mutable state of a run, from shard clocks and oplogs to open work.
+
+Holds the shards (each with its clock, oplog and periodic no-op writer), the
+simulated wall clock, sessions, work left open for a later step, and tallies.
 
 Everything random goes through one ``random.Random(seed)`` and every collection the
 run iterates is ordered, so a run is reproducible byte for byte.
@@ -24,7 +26,8 @@ from shardstream.sim.collection import CollectionState
 from shardstream.sim.config import SimulationConfig
 from shardstream.sim.result import MigrationRecord
 
-_USER_DIGEST: Final = Binary(hashlib.sha256(b"app@shop").digest(), 0)  # lsid.uid: the user
+# lsid.uid identifies the user; plain bytes are BinData subtype 0, as bson decodes it back.
+_USER_DIGEST: Final = hashlib.sha256(b"app@shop").digest()
 _MAX_SESSIONS: Final = 16
 
 
@@ -179,7 +182,9 @@ class World:
         """The shards that may take new writes now, in name order."""
         return [name for name in self.shards if not self.is_idle(name)]
 
-    def write(self, shard: str, body: Mapping[str, Any], prev: Timestamp | None = None) -> Timestamp:
+    def write(
+        self, shard: str, body: Mapping[str, Any], prev: Timestamp | None = None
+    ) -> Timestamp:
         """Write ``body`` on ``shard`` now; return its ``ts``."""
         return self.shards[shard].write(body, self.wall_ms, prev)
 

@@ -263,11 +263,21 @@ def _wall_time(entry: Mapping[str, Any]) -> Any:
     return wall
 
 
+_UUID_CACHE: dict[bytes, uuid_module.UUID] = {}
+_UUID_CACHE_LIMIT = 10_000  # collection UUIDs repeat: a few per collection
+
+
 def _as_uuid(ui: Any) -> uuid_module.UUID | None:
     if ui is None:
         return None
     if isinstance(ui, uuid_module.UUID):
         return ui
     if isinstance(ui, Binary) and ui.subtype == 4 and len(ui) == 16:
-        return uuid_module.UUID(bytes=bytes(ui))
+        raw = bytes(ui)
+        cached = _UUID_CACHE.get(raw)
+        if cached is None:
+            if len(_UUID_CACHE) >= _UUID_CACHE_LIMIT:
+                _UUID_CACHE.clear()
+            cached = _UUID_CACHE[raw] = uuid_module.UUID(bytes=raw)
+        return cached
     raise TransformError(f"expected ui to be a UUID (BinData subtype 4), got {ui!r:.100}")

@@ -1,0 +1,119 @@
+"""watch() and ChangeStream: pymongo's surface over merged shard oplogs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import bson
+import pytest
+from bson.timestamp import Timestamp
+
+import shardstream
+from shardstream.errors import ConfigurationError, ResumeTokenError
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.resume_token import decode_token_document
+from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
+from tests import factories as make
+
+T = [Timestamp(1700000000, i) for i in range(30)]
+
+
+def _shards(tmp_path: Path) -> dict[str, FileOplogSource]:
+    oplogs = {
+        "a": [
+            make.insert(T[1], {"_id": 1}),
+            make.update(T[3], 1, {"u": {"x": 1}}),
+            make.noop(T[9]),
+        ],
+        "b": [make.insert(T[1], {"_id": 2}), make.delete(T[2], 2), make.insert(T[5], {"_id": 3})],
+    }
+    sources = {}
+    for name, entries in oplogs.items():
+        path = tmp_path / f"{name}.bson"
+        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        sources[name] = FileOplogSource(name, str(path))
+    return sources
+
+
+def _keys(events: list[dict[str, Any]]) -> list[Any]:
+    return [(e["operationType"], e["documentKey"]["_id"]) for e in events]
+
+
+def test_iterating_yields_the_merged_stream(tmp_path: Path) -> None:
+    with shardstream.watch(_shards(tmp_path), db="db", coll="coll") as stream:
+        events = list(stream)
+        assert not stream.alive
+    assert _keys(events) == [
+        ("insert", 1),
+        ("insert", 2),
+        ("delete", 2),
+        ("update", 1),
+        ("insert", 3),
+    ]
+
+
+def test_resume_token_follows_the_driver_caching_rules(tmp_path: Path) -> None:
+    stream = shardstream.watch(_shards(tmp_path), db="db", coll="coll", batch_size=2)
+    first = stream.try_next()
+    assert first is not None
+    assert stream.resume_token == first["_id"]  # not the last of its batch
+    second = stream.try_next()
+    assert second is not None
+    # The last event of a batch: the batch's postBatchResumeToken, at or after the event.
+    assert stream.resume_token is not None
+    assert stream.resume_token["_data"] >= second["_id"]["_data"]
+    rest = list(stream)
+    assert len(rest) == 3
+    assert stream.try_next() is None
+    # Drained: shard b ended at its last event, the smallest final promise.
+    assert stream.resume_token == rest[-1]["_id"]
+    assert decode_token_document(stream.resume_token).cluster_time == T[5]
+    stream.close()
+
+
+def test_pipeline_match_filters_after_the_merge(tmp_path: Path) -> None:
+    pipeline = [{"$match": {"operationType": {"$in": ["insert", "update"]}}}]
+    events = list(shardstream.watch(_shards(tmp_path), pipeline=pipeline))
+    assert _keys(events) == [("insert", 1), ("insert", 2), ("update", 1), ("insert", 3)]
+
+
+def test_resume_after_an_emitted_token_gives_the_rest(tmp_path: Path) -> None:
+    events = list(shardstream.watch(_shards(tmp_path)))
+    resumed = list(shardstream.watch(_shards(tmp_path), resume_after=events[1]["_id"]))
+    assert [e["_id"] for e in resumed] == [e["_id"] for e in events[2:]]
+    at_time = list(shardstream.watch(_shards(tmp_path), start_at_operation_time=T[3]))
+    assert _keys(at_time) == [("update", 1), ("insert", 3)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"colour": "red"}, ConfigurationError, "unknown watch\\(\\) option"),
+        ({"full_document": "updateLookup"}, ConfigurationError, "need a document lookup"),
+        ({"resume_after": {"_data": "zz"}}, ResumeTokenError, "hex"),
+        ({"batch_size": 0}, ConfigurationError, "batch_size"),
+        ({"pipeline": [{"$group": {}}]}, ConfigurationError, "\\$group"),
+        ({"show_migration_events": True}, ConfigurationError, "31123"),
+    ],
+)
+def test_bad_options_fail_clearly(
+    tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        shardstream.watch(_shards(tmp_path), **kwargs)
+
+
+def test_live_sources_may_have_nothing_ready_yet() -> None:
+    result = SimulatedCluster(SimulationConfig(seed=3, shards=2, operations=60)).run()
+    stream = shardstream.watch(simulated_sources(result, seed=3, delay=0.6, max_batch=3))
+    seen, empty_polls = [], 0
+    while stream.alive:
+        event = stream.try_next()
+        if event is None:
+            empty_polls += 1
+        else:
+            seen.append(event)
+    assert empty_polls > 0
+    assert seen
+    assert [e["_id"]["_data"] for e in seen] == sorted(e["_id"]["_data"] for e in seen)
