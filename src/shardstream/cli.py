@@ -4,7 +4,7 @@ Subcommands (verbs):
     shardstream token decode [TOKEN ...]   decode hex tokens or token documents
     shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
     shardstream replay PATH [options]      oplog file -> change events (see replay --help)
-    shardstream demo                       show the token codec on real tokens
+    shardstream demo                       merge a simulated 3-shard cluster, check the data
 
 Input without arguments is read from stdin, one item per line.  Each output
 line is one JSON object; an input that fails writes ``{"error": "..."}`` on its
@@ -64,7 +64,9 @@ def _build_parser() -> argparse.ArgumentParser:
     encode.add_argument("documents", nargs="*", metavar="JSON", help="default: stdin lines")
     encode.set_defaults(handler=_run_token_encode)
     add_replay_parser(commands)
-    demo = commands.add_parser("demo", help="show the resume-token codec on real tokens")
+    demo = commands.add_parser(
+        "demo", help="merge a simulated 3-shard cluster's oplogs and check the result"
+    )
     demo.set_defaults(handler=_run_demo)
     return parser
 
@@ -126,6 +128,7 @@ def _parse_json(text: str, expected: str) -> Any:
 
 
 def _run_demo(_args: argparse.Namespace) -> int:
-    from shardstream.demo import run_token_demo
+    # Imported here: only the demo needs the simulator.
+    from shardstream.demo import run_demo
 
-    return run_token_demo(sys.stdout)
+    return run_demo(sys.stdout)

@@ -1,65 +1,85 @@
-"""What ``make demo`` shows until the merger lands: the token codec on real tokens.
+"""What ``make demo`` shows: a simulated 3-shard cluster's oplogs merged into one stream.
 
-The tokens below were emitted by real servers (the sources are named beside
-each); the demo decodes them, then re-encodes one and checks the bytes match.
+The simulator runs a seeded workload (inserts, ``$v:2`` updates, deletes,
+multi-shard transactions, chunk migrations, DDL) on three shards and writes each
+shard's ``oplog.bson``; shardstream merges them exactly as mongos would, and the
+demo checks that applying the merged events rebuilds the cluster's true final data.
 """
 
 from __future__ import annotations
 
-from typing import Final, TextIO
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
 
-from shardstream.resume_token import (
-    ResumeToken,
-    decode_token,
-    encode_token,
-    event_token_data,
-)
+from shardstream.merger import MergedStream
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.resume_token import decode_token
 from shardstream.resume_token.token_json import dumps, token_data_to_document
+from shardstream.sim import SimulatedCluster, SimulationConfig
+from shardstream.sim.apply_events import apply_events, encoded_state
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
-REAL_TOKENS: Final = (
-    (
-        "MongoDB 4.4 insert, v1 token, ObjectId _id (server error message on GitHub)",
-        ResumeToken(
-            "8260687B2D000000022B022C0100296E5A100420EA7287C1204D83A4FFDA70F869EC5646645F69"
-            "64006460687B2D8FAF53467F4CD2B00004"
-        ),
-    ),
-    (
-        "MongoDB 8.0 modify (collMod TTL), v2 token with _typeBits (Debezium design doc)",
-        ResumeToken(
-            "826AAA2A6C000000012B042C0100296E5A1004ADB3EAFEEBCF423683BE8CF7CBC7F1D2463C6F70"
-            "65726174696F6E54797065003C6D6F6469667900466F7065726174696F6E446573637269707469"
-            "6F6E004646696E64657800463C6E616D65003C6578706972657341745F31001E65787069726541"
-            "667465725365636F6E6473002C1C2000000004",
-            bytes.fromhex("820002"),
-        ),
-    ),
-    (
-        "MongoDB 7.0+ high-water mark, v2 token used as a Kafka message _id (GitHub README)",
-        ResumeToken("82644F2A8D000000012B0429296E1404"),
-    ),
-)
+SHOWN_EVENTS = 8
 
 
-def run_token_demo(out: TextIO) -> int:
-    """Print decoded real tokens and one re-encoding; return 0 when all bytes match."""
-    status = 0
-    for title, token in REAL_TOKENS:
-        data = decode_token(token)
-        again = encode_token(data)
-        same = again.data == token.data and again.type_bits == token.type_bits
-        status |= 0 if same else 1
-        print(f"# {title}", file=out)
-        print(f"  _data     {token.data}", file=out)
-        print(f"  decoded   {dumps(token_data_to_document(data))}", file=out)
-        print(f"  re-encode {'byte-identical' if same else 'DIFFERS: ' + again.data}", file=out)
-    first = decode_token(REAL_TOKENS[0][1])
-    rebuilt = event_token_data(
-        cluster_time=first.cluster_time,
-        operation_type="insert",
-        uuid=first.uuid,
-        document_key=first.document_key,
+def run_demo(out: TextIO, *, seed: int = 7, operations: int = 400) -> int:
+    """Simulate, merge, summarise; return 0 when the merged stream rebuilds the data."""
+    config = SimulationConfig(seed=seed, shards=3, operations=operations)
+    result = SimulatedCluster(config).run()
+    with tempfile.TemporaryDirectory() as directory:
+        paths = result.write_oplogs(Path(directory))
+        shards = " ".join(f"--shard {name}={path.name}" for name, path in paths.items())
+        print(f"simulated {config.shards} shards, {operations} operations (seed {seed}):", file=out)
+        print(
+            f"  {result.counters.migrations} chunk migrations, "
+            f"{result.counters.multi_shard_transactions} multi-shard transactions, "
+            f"{result.counters.equal_timestamps} equal timestamps across shards",
+            file=out,
+        )
+        print(f"merging as: shardstream replay {shards}\n", file=out)
+        options = ChangeStreamOptions(show_raw_update_description=True)
+        sources = {name: FileOplogSource(name, str(path)) for name, path in paths.items()}
+        stream = MergedStream(sources, options)
+        events: list[ChangeEvent] = []
+        last_mark = None
+        while not stream.exhausted:
+            batch, last_mark = stream.next_batch(1000)
+            events += batch
+    for event in events[:SHOWN_EVENTS]:
+        print("  " + _line(event), file=out)
+    print(f"  ... {len(events) - SHOWN_EVENTS} more\n", file=out)
+    by_shard = Counter(event.shard for event in events)
+    by_type = Counter(event.operation_type for event in events)
+    print(
+        "events per shard: " + ", ".join(f"{k} {v}" for k, v in sorted(by_shard.items())), file=out
     )
-    print("# the same insert as a v2 token (what MongoDB 7.0+ would emit)", file=out)
-    print(f"  _data     {encode_token(rebuilt).data}", file=out)
-    return status
+    print(
+        "events per type:  " + ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())), file=out
+    )
+    if last_mark is not None:
+        final = token_data_to_document(decode_token(last_mark))
+        print(f"final postBatchResumeToken: {last_mark.data}", file=out)
+        print(f"  decoded: {dumps(final)}", file=out)
+    rebuilt = encoded_state(apply_events(event.document for event in events))
+    same = rebuilt == encoded_state(result.final_state)
+    documents = sum(len(docs) for docs in rebuilt.values())
+    verdict = "yes" if same else "NO"
+    print(
+        f"applying the merged events rebuilds the cluster's final data "
+        f"({documents} documents, byte for byte): {verdict}",
+        file=out,
+    )
+    return 0 if same else 1
+
+
+def _line(event: ChangeEvent) -> str:
+    document = event.document
+    ns = document.get("ns", {})
+    key = document.get("documentKey", "")
+    time = document["clusterTime"]
+    return (
+        f"{time.time}.{time.inc:<3} {event.shard or '':7} {event.operation_type:8} "
+        f"{ns.get('db', '')}.{ns.get('coll', '')} {key}"
+    )

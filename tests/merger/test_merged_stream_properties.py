@@ -70,14 +70,15 @@ def _merged(
 
 def _drain(stream: MergedStream, batch: int = 9) -> tuple[list[ChangeEvent], list[ResumeToken]]:
     """Read everything, checking the gate at every release."""
-    merger: AsyncResultsMerger = stream._merger  # noqa: SLF001 - the gate is checked from inside
+    merger: AsyncResultsMerger = stream._merger
     original = merger.next_ready
 
     def checked_next_ready() -> ChangeEvent:
         key = merger._merge_queue[0][0]
         for remote in merger._remotes.values():
             if not remote.exhausted:
-                assert remote.promise is not None and key <= remote.promise.data
+                assert remote.promise is not None
+                assert key <= remote.promise.data
         return original()
 
     merger.next_ready = checked_next_ready  # type: ignore[method-assign]

@@ -24,8 +24,7 @@ def test_replay_of_several_shards_is_the_merged_stream(
     lines = capsys.readouterr().out.splitlines()
     sources = {name: FileOplogSource(name, str(path)) for name, path in paths.items()}
     expected = [
-        event_to_json(event)
-        for event in shardstream.watch(sources, show_expanded_events=True)
+        event_to_json(event) for event in shardstream.watch(sources, show_expanded_events=True)
     ]
     assert lines == expected
     assert len(lines) > 100

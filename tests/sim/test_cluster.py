@@ -216,7 +216,8 @@ def test_an_idle_shard_writes_only_periodic_noops_for_a_long_stretch(busy: Simul
 
 
 def test_ddl_creates_on_the_primary_and_modifies_on_every_owner(busy: SimulationResult):
-    first = busy.oplogs["shard0"][0]
+    initiating, first = busy.oplogs["shard0"][:2]
+    assert initiating["o"] == {"msg": "initiating set"}
     assert first["op"] == "c"
     assert first["o"]["create"] == "orders"
     assert "fromMigrate" not in first

@@ -94,7 +94,7 @@ class ChangeStream:
 
     @property
     def resume_token(self) -> dict[str, Any] | None:
-        """The token to resume from: the last event's ``_id``, or the batch's postBatchResumeToken."""
+        """Where to resume: the last event's ``_id``, or the batch's postBatchResumeToken."""
         return None if self._resume_token is None else dict(self._resume_token)
 
     @property

@@ -44,7 +44,8 @@ class MergedStream:
         lookup: for image options.
         topology: shard additions and removals; they gate the merge like a shard.
         event_filter: the user's ``$match``, applied after the router stages.
-        ignore_removed_shards: go on (with a possible gap) when a shard leaves.
+        ignore_removed_shards: go on when a shard leaves, reading it while it still answers
+            (events it held but could no longer serve would be missed).
         read_entries: oplog entries read from a shard at a time.
         max_buffered: a shard with this many unreleased events is not read further.
     """
@@ -194,9 +195,7 @@ class MergedStream:
         if change.kind is ShardChangeKind.REMOVED:
             if not self._ignore_removed:
                 raise removed_shard_error(change)
-            if change.shard in self._readers:
-                self._merger.close_remote(change.shard)
-            return
+            return  # as mongos v1: the shard's cursor stays open while it can still be read
         if change.shard in self._readers:
             return  # already read (it was in the initial list)
         if change.open_source is None:

@@ -11,10 +11,12 @@ moved past that event; filtered entries (noops, other collections) move it too.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bson.timestamp import Timestamp
 
-from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.errors import ChangeStreamHistoryLost, MergeError
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, ShardPipeline
@@ -57,6 +59,7 @@ class ShardReader:
         self._checked_history = start is None
         self._last_event: ResumeToken | None = None
         self._promise: ResumeToken | None = None
+        self._source_promise: Timestamp | None = None
 
     @property
     def name(self) -> str:
@@ -73,6 +76,7 @@ class ShardReader:
         batch = self.source.next_batch(max_entries)
         if batch is None:
             return None
+        self._check_contract(batch.entries, batch.promise)
         if not self._checked_history and batch.entries:
             self._check_history(batch.entries[0].get("ts"))
         events: list[ChangeEvent] = []
@@ -82,6 +86,7 @@ class ShardReader:
                 # from config.shards instead; dropping it here keeps its token out of the
                 # shard's promise (internal tokens are never exposed).
                 if event.operation_type not in _NEW_SHARD_EVENTS:
+                    event.shard = self.source.name
                     events.append(event)
             if self._pipeline.closed:
                 break
@@ -94,6 +99,27 @@ class ShardReader:
             self._promise = max(candidates, key=lambda token: token.data)
         exhausted = batch.exhausted or self._pipeline.closed
         return ShardBatch(events, self._promise, exhausted)
+
+    def _check_contract(
+        self, entries: Sequence[Mapping[str, Any]], promise: Timestamp | None
+    ) -> None:
+        """A source's promise never goes back, and its entries come after it."""
+        floor = self._source_promise
+        for entry in entries:
+            ts = entry.get("ts")
+            if not isinstance(ts, Timestamp) or (floor is not None and ts <= floor):
+                raise MergeError(
+                    f"shard {self.name!r}: expected entries with ts above {floor!r} in "
+                    f"increasing order, got ts {ts!r:.60}"
+                )
+            floor = ts
+        if promise is not None:
+            if self._source_promise is not None and promise < self._source_promise:
+                raise MergeError(
+                    f"shard {self.name!r}: its promise went backwards, from "
+                    f"{self._source_promise!r} to {promise!r}"
+                )
+            self._source_promise = promise
 
     def _check_history(self, first_ts: object) -> None:
         self._checked_history = True

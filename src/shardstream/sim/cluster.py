@@ -89,6 +89,9 @@ class SimulatedCluster:
         start = Timestamp(config.start_time, 0)
         for name in config.shard_names:
             world.add_shard(name, start)
+            # Like a real replica set's first entry: a shard's oplog reaches back before any
+            # write, so streams that start (or resume) inside the run find their history.
+            world.write(name, {"op": "n", "ns": "", "o": {"msg": "initiating set"}})
         for spec in config.collections:
             count = config.chunks_per_collection if spec.sharded else 1
             bounds: list[object] = []

@@ -27,6 +27,7 @@ class ChangeEvent:
         raw_update: the update entry's ``o``, from which a post-image is computed.
         fragment_of: for a fragment of a split event, the whole event's operationType
             (a fragment need not carry the field itself).
+        shard: the shard the event came from, in a merged stream.
     """
 
     document: dict[str, Any]
@@ -35,6 +36,7 @@ class ChangeEvent:
     pre_image_id: tuple[Any, Any, int] | None = None
     raw_update: Any = None
     fragment_of: str | None = None
+    shard: str | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any], fragment_of: str | None = None) -> ChangeEvent:

@@ -1,0 +1,169 @@
+"""The router rules of MergedStream: invalidation, topology, history, memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ChangeStreamHistoryLost, MergeError
+from shardstream.merger import MergedStream, ShardChange, ShardChangeKind, StaticTopology
+from shardstream.oplog.source import OplogBatch
+from shardstream.resume_token import decode_token
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from tests import factories as make
+
+T = [Timestamp(1700000000, i) for i in range(60)]
+
+
+class ListSource:
+    """An oplog in memory, read ``step`` entries at a time."""
+
+    def __init__(self, name: str, entries: Sequence[Mapping[str, Any]], step: int = 2) -> None:
+        self._name, self._entries, self._step, self._at = name, list(entries), step, 0
+        self.largest_read = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def next_batch(self, max_entries: int) -> OplogBatch:
+        count = min(self._step, max_entries)
+        batch = self._entries[self._at : self._at + count]
+        self._at += len(batch)
+        self.largest_read = max(self.largest_read, len(batch))
+        promise = self._entries[self._at - 1]["ts"] if self._at else None
+        return OplogBatch(batch, promise, exhausted=self._at >= len(self._entries))
+
+    def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
+        return next((e for e in self._entries if e["ts"] == ts), None)
+
+    def close(self) -> None:
+        self._at = len(self._entries)
+
+
+def _drain(stream: MergedStream) -> list[ChangeEvent]:
+    events: list[ChangeEvent] = []
+    while not stream.exhausted:
+        events += stream.next_batch(4)[0]
+    return events
+
+
+def test_a_collection_stream_ends_at_the_first_invalidate_after_earlier_events() -> None:
+    a = ListSource(
+        "a",
+        [
+            make.insert(T[1], {"_id": 1}),
+            make.command(T[5], "db", {"drop": "coll"}),
+            make.insert(T[9], {"_id": 9}),
+        ],
+    )
+    b = ListSource(
+        "b",
+        [
+            make.insert(T[2], {"_id": 2}),
+            make.insert(T[4], {"_id": 4}),
+            make.command(T[6], "db", {"drop": "coll"}),
+        ],
+    )
+    events = _drain(MergedStream({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll")))
+    assert [(e.shard, e.operation_type) for e in events] == [
+        ("a", "insert"),
+        ("b", "insert"),
+        ("b", "insert"),
+        ("a", "drop"),
+        ("a", "invalidate"),
+    ]
+
+
+def test_a_database_stream_sees_each_shards_drop() -> None:
+    a = ListSource("a", [make.command(T[5], "db", {"drop": "coll"})])
+    b = ListSource("b", [make.command(T[5], "db", {"drop": "coll"})])
+    events = _drain(MergedStream({"a": a, "b": b}, ChangeStreamOptions(db="db")))
+    assert [e.operation_type for e in events] == ["drop", "drop"]
+    assert events[0].token == events[1].token  # byte-identical, not deduplicated
+
+
+def test_an_added_shard_is_read_from_just_after_its_add_time() -> None:
+    a = ListSource(
+        "a", [make.insert(T[1], {"_id": 1}), make.insert(T[8], {"_id": 8}), make.noop(T[30])]
+    )
+    new = ListSource(
+        "c", [make.noop(T[2]), make.insert(T[3], {"_id": 3}), make.insert(T[7], {"_id": 7})]
+    )
+    topology = StaticTopology([ShardChange(T[4], ShardChangeKind.ADDED, "c", lambda: new)])
+    stream = MergedStream({"a": a}, ChangeStreamOptions(), topology=topology)
+    events = []
+    marks = []
+    while not stream.exhausted:
+        batch, mark = stream.next_batch(1)
+        events += batch
+        if mark is not None:
+            marks.append(mark)
+    # The write at T3 happened before the shard joined (at T4): not part of the stream.
+    assert [e.document["documentKey"]["_id"] for e in events] == [1, 7, 8]
+    assert stream.shard_names == ["a", "c"]
+    for mark in marks:  # the monitor's own event never becomes a resume point
+        data = decode_token(mark)
+        assert data.is_high_water_mark or data.event_slot["documentKey"]["_id"] in (1, 7, 8)
+
+
+def test_a_removed_shard_fails_the_stream_unless_ignored() -> None:
+    def sources() -> dict[str, ListSource]:
+        return {
+            "a": ListSource("a", [make.insert(T[1], {"_id": 1}), make.insert(T[9], {"_id": 9})]),
+            "b": ListSource("b", [make.insert(T[2], {"_id": 2}), make.insert(T[7], {"_id": 7})]),
+        }
+
+    removal = [ShardChange(T[5], ShardChangeKind.REMOVED, "b")]
+    stream = MergedStream(sources(), ChangeStreamOptions(), topology=StaticTopology(removal))
+    with pytest.raises(ChangeStreamHistoryLost, match="shard 'b' was removed"):
+        _drain(stream)
+    ignoring = MergedStream(
+        sources(),
+        ChangeStreamOptions(),
+        topology=StaticTopology(removal),
+        ignore_removed_shards=True,
+    )
+    # Ignoring the removal, as mongos v1 does: the shard is read while it answers.
+    assert [e.document["documentKey"]["_id"] for e in _drain(ignoring)] == [1, 2, 7, 9]
+
+
+def test_a_shard_whose_oplog_does_not_reach_the_start_is_history_lost() -> None:
+    a = ListSource("a", [make.noop(T[1]), make.insert(T[6], {"_id": 6})])
+    b = ListSource("b", [make.insert(T[8], {"_id": 8})])
+    stream = MergedStream({"a": a, "b": b}, ChangeStreamOptions(start_at_operation_time=T[5]))
+    with pytest.raises(ChangeStreamHistoryLost, match="shard 'b' starts at"):
+        _drain(stream)
+
+
+def test_shards_are_not_read_while_their_buffers_are_full() -> None:
+    busy = ListSource("busy", [make.insert(T[i], {"_id": i}) for i in range(10, 50)], step=3)
+    slow = ListSource("slow", [make.noop(T[i]) for i in range(1, 50, 7)], step=1)
+    stream = MergedStream(
+        {"busy": busy, "slow": slow}, ChangeStreamOptions(), read_entries=3, max_buffered=5
+    )
+    peak = 0
+    while not stream.exhausted:
+        stream.next_batch(2)
+        peak = max(peak, stream._merger.buffered("busy"))
+    assert peak <= 5 + 3 - 1
+
+
+def test_a_shard_sending_an_older_batch_breaks_the_contract() -> None:
+    class Backwards(ListSource):
+        def next_batch(self, max_entries: int) -> OplogBatch:
+            batch = super().next_batch(max_entries)
+            return OplogBatch(
+                batch.entries, T[0] if self._at > 2 else batch.promise, batch.exhausted
+            )
+
+    source = Backwards("a", [make.noop(T[i]) for i in range(1, 9)])
+    with pytest.raises(MergeError, match="went backwards"):
+        _drain(
+            MergedStream(
+                {"a": source, "b": ListSource("b", [make.noop(T[40])])}, ChangeStreamOptions()
+            )
+        )
