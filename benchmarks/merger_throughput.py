@@ -143,7 +143,8 @@ def main(argv: list[str]) -> int:
     for shards in (4, 16):
         rate, spread, events = heap_and_gate(shards, per_shard // (shards // 4))
         print(
-            f"  {shards:2d} shards {rate:12,.0f} events/s  spread {spread:5.1%}  ({events:,} events)"
+            f"  {shards:2d} shards {rate:12,.0f} events/s  spread {spread:5.1%}"
+            f"  ({events:,} events)"
         )
     print("end to end:")
     with tempfile.TemporaryDirectory() as directory:
