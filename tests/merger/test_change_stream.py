@@ -10,9 +10,9 @@ import pytest
 from bson.timestamp import Timestamp
 
 import shardstream
-from shardstream.errors import ConfigurationError, ResumeTokenError
+from shardstream.errors import ConfigurationError, ResumeTokenError, ResumeTokenNotFound
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.resume_token import decode_token_document
+from shardstream.resume_token import decode_token_document, encode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from tests import factories as make
 
@@ -117,3 +117,35 @@ def test_live_sources_may_have_nothing_ready_yet() -> None:
     assert empty_polls > 0
     assert seen
     assert [e["_id"]["_data"] for e in seen] == sorted(e["_id"]["_data"] for e in seen)
+
+
+def test_resuming_from_an_event_no_shard_has_fails_naming_the_token(tmp_path: Path) -> None:
+    events = list(shardstream.watch(_shards(tmp_path)))
+    token = decode_token_document(events[2]["_id"])
+    missing = token.__class__(
+        cluster_time=token.cluster_time,
+        uuid=token.uuid,
+        event_identifier={"operationType": "delete", "documentKey": {"_id": 99}},
+    )
+    document = encode_token(missing).to_document()
+    with pytest.raises(ResumeTokenNotFound, match=document["_data"]) as caught:
+        list(shardstream.watch(_shards(tmp_path), resume_after=document))
+    assert caught.value.code == 280
+
+
+def test_byte_identical_copies_of_the_resume_token_are_all_swallowed(tmp_path: Path) -> None:
+    drop_a = [make.insert(T[1], {"_id": 1}), make.command(T[4], "db", {"drop": "other"})]
+    drop_b = [make.command(T[4], "db", {"drop": "other"}), make.insert(T[6], {"_id": 6})]
+    sources = {}
+    for name, entries in (("a", drop_a), ("b", drop_b)):
+        path = tmp_path / f"{name}.bson"
+        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        sources[name] = lambda n=name, p=path: FileOplogSource(n, str(p))
+    events = list(shardstream.watch({n: f() for n, f in sources.items()}, db="db"))
+    assert [e["operationType"] for e in events] == ["insert", "drop", "drop", "insert"]
+    resumed = list(
+        shardstream.watch(
+            {n: f() for n, f in sources.items()}, db="db", resume_after=events[1]["_id"]
+        )
+    )
+    assert [e["operationType"] for e in resumed] == ["insert"]
