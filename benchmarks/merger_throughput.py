@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import io
 import platform
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import bson
 import pymongo
 
 from benchmarks.corpus import oplog_bytes
+from benchmarks.timing import median_rate
 from shardstream.merger import AsyncResultsMerger, MergedStream
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.file_source import FileOplogSource
@@ -38,16 +37,6 @@ from shardstream.transform import (
 
 REPEATS = 3
 BATCH = 100
-
-
-def _timed(run: Callable[[], int]) -> tuple[float, float, int]:
-    rates, produced = [], 0
-    for _ in range(REPEATS):
-        began = time.perf_counter()
-        produced = run()
-        rates.append(produced / (time.perf_counter() - began))
-    median = statistics.median(rates)
-    return median, (max(rates) - min(rates)) / median, produced
 
 
 def _shard_events(data: bytes) -> list[tuple[list[ChangeEvent], ResumeToken]]:
@@ -88,7 +77,7 @@ def heap_and_gate(shards: int, per_shard: int) -> tuple[float, float, int]:
                 popped += 1
         return popped
 
-    return _timed(run)
+    return median_rate(run, REPEATS)
 
 
 def end_to_end(shards: int, per_shard: int, directory: Path) -> None:
@@ -122,11 +111,11 @@ def end_to_end(shards: int, per_shard: int, directory: Path) -> None:
 
         return run
 
-    decode_rate, spread, entries = _timed(decode)
+    decode_rate, spread, entries = median_rate(decode, REPEATS)
     print(f"  {shards} shards, {entries:,} entries, {total_bytes / entries:.0f} bytes/entry")
     print(f"    decode_file_iter to dicts    {decode_rate:10,.0f} entries/s  spread {spread:5.1%}")
     for name, run in (("merged replay", merged(False)), ("merged replay + JSON", merged(True))):
-        rate, spread, events = _timed(run)
+        rate, spread, events = median_rate(run, REPEATS)
         print(
             f"    {name:28s} {rate:10,.0f} events/s   spread {spread:5.1%}  "
             f"({events:,} events; {rate / decode_rate:.2f}x the decode rate)"

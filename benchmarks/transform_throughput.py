@@ -13,29 +13,17 @@ from __future__ import annotations
 
 import io
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
 
 import bson
 import pymongo
 
 from benchmarks.corpus import oplog_bytes
+from benchmarks.timing import median_rate
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.transform import ChangeStreamOptions, event_to_json, transform_oplog
 
 REPEATS = 5
-
-
-def _rate(count: Callable[[], int]) -> tuple[float, float, int]:
-    rates, produced = [], 0
-    for _ in range(REPEATS):
-        began = time.perf_counter()
-        produced = count()
-        rates.append(produced / (time.perf_counter() - began))
-    median = statistics.median(rates)
-    return median, (max(rates) - min(rates)) / median, produced
 
 
 def main(argv: list[str]) -> int:
@@ -59,13 +47,13 @@ def main(argv: list[str]) -> int:
         f"(C extension: {bson.has_c()}), {platform.machine()}, one core; "
         f"{entries:,} entries, {len(data) / entries:.0f} bytes/entry"
     )
-    decode_rate, spread, _ = _rate(decode)
+    decode_rate, spread, _ = median_rate(decode, REPEATS)
     print(f"{'decode_file_iter to dicts':36s} {decode_rate:10,.0f} entries/s  spread {spread:5.1%}")
     for name, run in (
         ("transform (reference path)", transform),
         ("transform + Extended JSON", transform_to_json),
     ):
-        rate, spread, events = _rate(run)
+        rate, spread, events = median_rate(run, REPEATS)
         print(
             f"{name:36s} {rate:10,.0f} events/s   spread {spread:5.1%}  "
             f"({events:,} events; {rate / decode_rate:.2f}x the decode rate)"
