@@ -98,13 +98,33 @@ def test_high_water_mark_is_last_event_then_minimum_promise_when_drained() -> No
 
 def test_high_water_mark_stays_when_the_minimum_is_ineligible() -> None:
     merger = _merger("a")
-    merger.add_remote("config", eligible_for_high_water_mark=False)
+    merger.add_remote("config", config_cursor=True)
     merger.set_high_water_mark(_hwm(T1))
     merger.add_batch("a", [], _hwm(T3))
-    merger.add_batch("config", [], _hwm(T2))
+    merger.add_batch("config", [], _hwm(T2))  # a first batch is never eligible
     assert merger.finish_batch() == _hwm(T1)
-    merger.add_batch("config", [], _hwm(T3), eligible_for_high_water_mark=True)
+    merger.add_batch("config", [], _hwm(T3))  # strictly later than its previous promise
     assert merger.finish_batch() == _hwm(T3)
+
+
+def test_the_config_cursor_follows_the_server_eligibility_rules() -> None:
+    # async_results_merger.cpp _checkHighWaterMarkEligibility (SERVER-47810).
+    merger = _merger("a")
+    merger.add_remote("config", config_cursor=True)
+    merger.set_high_water_mark(_hwm(T2))  # a start time the monitor has not reached
+    merger.add_batch("a", [], _hwm(Timestamp(20, 1)))
+    merger.add_batch("config", [], _hwm(T1))
+    merger.add_batch("config", [], _hwm(T2))  # caught up with the mark, and above its last
+    assert merger.finish_batch() == _hwm(T2)
+    added = _event(T3, "shard")
+    merger.add_batch("config", [added], added.token)  # events: ineligible
+    merger.next_ready()
+    assert merger.high_water_mark == _hwm(T2)  # an ineligible remote's event is not a mark
+    merger.add_batch("config", [], added.token)  # same promise after an ineligible batch
+    assert merger.finish_batch() == _hwm(T2)
+    merger.add_batch("config", [], _hwm(Timestamp(11, 1)))
+    assert merger.finish_batch() == _hwm(Timestamp(11, 1))
+    merger._check()
 
 
 def test_equal_tokens_from_two_remotes_both_come_out_in_remote_order() -> None:

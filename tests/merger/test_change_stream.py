@@ -149,3 +149,33 @@ def test_byte_identical_copies_of_the_resume_token_are_all_swallowed(tmp_path: P
         )
     )
     assert [e["operationType"] for e in resumed] == ["insert"]
+
+
+def test_resume_token_before_the_first_batch_is_the_start_token(tmp_path: Path) -> None:
+    # change-streams.md, "Updating the Cached Resume Token": when the stream is started,
+    # cache startAfter if set, else resumeAfter; else it stays unset.
+    events = list(shardstream.watch(_shards(tmp_path)))
+    resumed = shardstream.watch(_shards(tmp_path), resume_after=events[1]["_id"])
+    assert resumed.resume_token == events[1]["_id"]
+    started = shardstream.watch(_shards(tmp_path), start_after=events[2]["_id"])
+    assert started.resume_token == events[2]["_id"]
+    assert shardstream.watch(_shards(tmp_path)).resume_token is None
+
+
+def test_a_fatal_error_closes_the_stream(tmp_path: Path) -> None:
+    # pymongo ChangeStream.try_next: "Close the stream after a fatal error" (any error
+    # that is not resumable; shardstream never resumes by itself), so alive turns False.
+    events = list(shardstream.watch(_shards(tmp_path)))
+    token = decode_token_document(events[2]["_id"])
+    missing = token.__class__(
+        cluster_time=token.cluster_time,
+        uuid=token.uuid,
+        event_identifier={"operationType": "delete", "documentKey": {"_id": 99}},
+    )
+    stream = shardstream.watch(_shards(tmp_path), resume_after=encode_token(missing).to_document())
+    with pytest.raises(ResumeTokenNotFound):
+        stream.try_next()
+    assert not stream.alive
+    assert stream.try_next() is None
+    with pytest.raises(StopIteration):
+        next(stream)

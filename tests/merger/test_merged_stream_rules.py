@@ -9,7 +9,13 @@ import pytest
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost, MergeError
-from shardstream.merger import MergedStream, ShardChange, ShardChangeKind, StaticTopology
+from shardstream.merger import (
+    MergedStream,
+    ShardChange,
+    ShardChangeKind,
+    StaticTopology,
+    TopologyBatch,
+)
 from shardstream.oplog.source import OplogBatch
 from shardstream.resume_token import decode_token
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
@@ -167,3 +173,64 @@ def test_a_shard_sending_an_older_batch_breaks_the_contract() -> None:
                 {"a": source, "b": ListSource("b", [make.noop(T[40])])}, ChangeStreamOptions()
             )
         )
+
+
+def test_the_batch_after_an_invalidate_reports_the_invalidate_token() -> None:
+    # cluster_find.cpp (runGetMore) catches ChangeStreamInvalidated and sets the batch's
+    # postBatchResumeToken to the invalidate event's token, not to any later minimum promise.
+    a = ListSource("a", [make.insert(T[1], {"_id": 1}), make.command(T[5], "db", {"drop": "coll"})])
+    b = ListSource("b", [make.insert(T[2], {"_id": 2}), make.noop(T[20]), make.noop(T[21])])
+    stream = MergedStream({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll"))
+    events: list[ChangeEvent] = []
+    mark = None
+    while not stream.exhausted:
+        batch, mark = stream.next_batch(10)
+        events += batch
+    assert events[-1].operation_type == "invalidate"
+    assert mark == events[-1].token
+    assert stream.next_batch(10) == ([], events[-1].token)
+
+
+class LiveTopology:
+    """A config.shards monitor that reports the same promise again after an add."""
+
+    def __init__(self, batches: Sequence[TopologyBatch]) -> None:
+        self._batches = list(batches)
+
+    def next_batch(self) -> TopologyBatch | None:
+        return self._batches.pop(0) if self._batches else None
+
+
+def test_the_monitor_never_lends_its_event_token_to_the_high_water_mark() -> None:
+    # async_results_merger.cpp _checkHighWaterMarkEligibility (SERVER-47810): the config
+    # cursor is ineligible on its first batch and on batches with events, and after an
+    # ineligible batch only becomes eligible once its promise strictly increases.
+    new = ListSource("c", [make.noop(T[3])])
+    add = ShardChange(T[4], ShardChangeKind.ADDED, "c", lambda: new)
+    topology = LiveTopology(
+        [TopologyBatch([add], T[4])] + [TopologyBatch([], T[4]) for _ in range(6)]
+    )
+    a = ListSource("a", [make.insert(T[1], {"_id": 1}), make.noop(T[30])], step=1)
+    stream = MergedStream({"a": a}, ChangeStreamOptions(), topology=topology)
+    marks = []
+    for _ in range(8):
+        marks.append(stream.next_batch(1)[1])
+    internal = [m for m in marks if m is not None and not decode_token(m).is_high_water_mark]
+    assert all(decode_token(m).event_slot["documentKey"]["_id"] == 1 for m in internal)
+
+
+def test_topology_changes_before_the_start_do_not_reach_back_past_it() -> None:
+    # sharded_agg_helpers.cpp: mongos opens every shard in the registry with the stream's own
+    # start token, and only a shard removed *since* the start time makes the history lost
+    # (anyShardRemovedSince); the config.shards monitor itself starts at open time.
+    a = ListSource("a", [make.insert(T[1], {"_id": 1}), make.insert(T[8], {"_id": 8})])
+    c = ListSource("c", [make.insert(T[3], {"_id": 3}), make.insert(T[7], {"_id": 7})])
+    topology = StaticTopology(
+        [
+            ShardChange(T[2], ShardChangeKind.ADDED, "c", lambda: c),
+            ShardChange(T[4], ShardChangeKind.REMOVED, "old"),
+        ]
+    )
+    options = ChangeStreamOptions(start_at_operation_time=T[5])
+    stream = MergedStream({"a": a}, options, topology=topology)
+    assert [e.document["documentKey"]["_id"] for e in _drain(stream)] == [7, 8]

@@ -35,8 +35,9 @@ class _Remote:
     buffer: deque[ChangeEvent] = dataclasses.field(default_factory=deque)
     promise: ResumeToken | None = None
     exhausted: bool = False
-    # The config-server remote's promise counts for readiness but not always for the
-    # high-water mark (its events are not resumable points).
+    # The config.shards monitor's promise gates the merge like any other, but it may only
+    # become the high-water mark under _config_cursor_eligible's rules; shards always may.
+    config_cursor: bool = False
     eligible_for_high_water_mark: bool = True
 
 
@@ -57,14 +58,18 @@ class AsyncResultsMerger:
 
     # -- remotes -----------------------------------------------------------------------
 
-    def add_remote(self, name: str, *, eligible_for_high_water_mark: bool = True) -> None:
-        """Open a remote; the merge waits for its first promise before releasing events."""
+    def add_remote(self, name: str, *, config_cursor: bool = False) -> None:
+        """Open a remote; the merge waits for its first promise before releasing events.
+
+        ``config_cursor`` marks the ``config.shards`` monitor, whose events are internal.
+        """
         if name in self._ids:
             raise MergeError(f"expected a new remote name, got {name!r} twice")
         remote_id = len(self._ids)
         self._ids[name] = remote_id
+        # The monitor starts ineligible so that the first high-water mark comes from a shard.
         self._remotes[remote_id] = _Remote(
-            name, eligible_for_high_water_mark=eligible_for_high_water_mark
+            name, config_cursor=config_cursor, eligible_for_high_water_mark=not config_cursor
         )
         self._open_remotes += 1
 
@@ -113,7 +118,6 @@ class AsyncResultsMerger:
         promise: ResumeToken | None,
         *,
         exhausted: bool = False,
-        eligible_for_high_water_mark: bool | None = None,
     ) -> None:
         """Take one batch of ``name``'s events with its new promise.
 
@@ -146,12 +150,14 @@ class AsyncResultsMerger:
                     f"remote {name!r}: expected a promise at or above its last event "
                     f"{events[-1].token.data!r}, got {promise.data!r}"
                 )
+            if remote.config_cursor:
+                remote.eligible_for_high_water_mark = self._config_cursor_eligible(
+                    remote, promise, has_events=bool(events)
+                )
             if previous is not None:
                 self._promises.remove((previous.data, remote_id))
             self._promises.add((promise.data, remote_id))
             remote.promise = promise
-        if eligible_for_high_water_mark is not None:
-            remote.eligible_for_high_water_mark = eligible_for_high_water_mark
         was_empty = not remote.buffer
         remote.buffer.extend(events)
         if was_empty and remote.buffer:
@@ -161,6 +167,25 @@ class AsyncResultsMerger:
             self._open_remotes -= 1
             if remote.promise is not None:
                 self._promises.remove((remote.promise.data, remote_id))
+
+    def _config_cursor_eligible(
+        self, remote: _Remote, promise: ResumeToken, *, has_events: bool
+    ) -> bool:
+        """Whether the monitor's new promise may become the high-water mark.
+
+        As ``_checkHighWaterMarkEligibility`` (SERVER-47810): not while the promise is
+        below the mark (a start time in the future is held), not for a batch with events
+        (their tokens are not resumable), and after an ineligible batch only once the
+        promise strictly increases (an equal promise may still be an internal event's token).
+        """
+        current = self._high_water_mark
+        if current is not None and promise.data < current.data:
+            return False
+        if has_events:
+            return False
+        if remote.eligible_for_high_water_mark:
+            return True
+        return remote.promise is not None and promise.data > remote.promise.data
 
     def _push(self, remote_id: int, remote: _Remote) -> None:
         self._sequence += 1

@@ -8,6 +8,7 @@ including the change-stream spec's resume-token caching rules.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -35,14 +36,23 @@ class ChangeStream:
     """
 
     def __init__(
-        self, merged: MergedStream, *, batch_size: int, max_await_time_ms: int | None
+        self,
+        merged: MergedStream,
+        *,
+        batch_size: int,
+        max_await_time_ms: int | None,
+        start_token: Mapping[str, Any] | None = None,
     ) -> None:
         self._merged = merged
         self._batch_size = batch_size
         self._max_await_s = None if max_await_time_ms is None else max_await_time_ms / 1000
         self._batch: deque[ChangeEvent] = deque()
         self._batch_resume_token: ResumeToken | None = None
-        self._resume_token: dict[str, Any] | None = None
+        # The driver spec caches startAfter (else resumeAfter) as given when the stream
+        # starts, so resume_token is usable before the first batch arrives.
+        self._resume_token: dict[str, Any] | None = (
+            None if start_token is None else copy.deepcopy(dict(start_token))
+        )
         self._closed = False
 
     def __iter__(self) -> ChangeStream:
@@ -70,7 +80,13 @@ class ChangeStream:
         if self._closed:
             return None
         if not self._batch:
-            self._fetch_batch()
+            try:
+                self._fetch_batch()
+            except BaseException:
+                # As pymongo: a fatal error closes the stream (nothing here is resumable;
+                # the caller resumes from resume_token with a new watch()).
+                self.close()
+                raise
             if not self._batch:
                 return None
         event = self._batch.popleft()
@@ -190,7 +206,10 @@ def watch(
         ignore_removed_shards=ignore_removed_shards,
     )
     return ChangeStream(
-        merged, batch_size=batch_size or DEFAULT_BATCH_SIZE, max_await_time_ms=max_await_time_ms
+        merged,
+        batch_size=batch_size or DEFAULT_BATCH_SIZE,
+        max_await_time_ms=max_await_time_ms,
+        start_token=start_after if start_after is not None else resume_after,
     )
 
 

@@ -82,12 +82,14 @@ class MergedStream:
         for name, source in sources.items():
             self._open_shard(name, source, self._options, self._start)
         if topology is not None:
-            self._merger.add_remote(TOPOLOGY_REMOTE)
+            self._merger.add_remote(TOPOLOGY_REMOTE, config_cursor=True)
+        self._topology_promise: ResumeToken | None = None
         self._ensure_token = EnsureResumeTokenPresent(options.resume_token)
-        start_token = _start_token(options)
-        if start_token is not None:
-            self._merger.set_high_water_mark(start_token)
+        self._start_token = _start_token(options)
+        if self._start_token is not None:
+            self._merger.set_high_water_mark(self._start_token)
         self.invalidated = False
+        self._invalidate_token: ResumeToken | None = None
 
     def _open_shard(
         self, name: str, source: OplogSource, options: ChangeStreamOptions, start: Timestamp | None
@@ -115,6 +117,10 @@ class MergedStream:
             progressed = self._read_round()
         if len(out) < max_events:
             self._release(out, max_events)
+        if self._invalidate_token is not None:
+            # As mongos's getMore on ChangeStreamInvalidated: the batch's PBRT is the
+            # invalidate's token, never a later promise (resuming must start after it).
+            return out, self._invalidate_token
         return out, self._merger.finish_batch()
 
     @property
@@ -150,15 +156,16 @@ class MergedStream:
             if batch.promise is not None
             else None
         )
-        if promise is not None and events and events[-1].token.data > promise.data:
-            promise = events[-1].token
-        # The monitor's events are not resumable points: not eligible while it has any.
+        # Like a shard's PBRT, the monitor's promise is the largest of its last event's token
+        # and a mark at its scan time; an empty batch at the time of an event it already sent
+        # must not take the promise back below that event.
+        candidates = [t for t in (self._topology_promise, promise) if t is not None]
+        if events:
+            candidates.append(events[-1].token)
+        if candidates:
+            self._topology_promise = max(candidates, key=lambda token: token.data)
         self._merger.add_batch(
-            TOPOLOGY_REMOTE,
-            events,
-            promise,
-            exhausted=batch.exhausted,
-            eligible_for_high_water_mark=not events,
+            TOPOLOGY_REMOTE, events, self._topology_promise, exhausted=batch.exhausted
         )
         return True
 
@@ -179,6 +186,7 @@ class MergedStream:
                 continue
             if kept.operation_type == f.INVALIDATE:
                 self.invalidated = True
+                self._invalidate_token = kept.token
             if self._filter is None or self._filter(kept.document):
                 out.append(kept)
 
@@ -192,14 +200,23 @@ class MergedStream:
         change = change_of(event)
         if change is None:
             raise MergeError(f"internal event without a shard change: {event.document!r:.200}")
+        # mongos's monitor starts at open time: a change that sorts at or before the stream's
+        # start is part of the registry it opened with, not a change within the stream.
+        before_start = self._start_token is not None and event.token.data <= self._start_token.data
         if change.kind is ShardChangeKind.REMOVED:
-            if not self._ignore_removed:
-                raise removed_shard_error(change)
-            return  # as mongos v1: the shard's cursor stays open while it can still be read
+            if before_start or self._ignore_removed:
+                # Gone before the start, nothing of the stream's is lost; or, as mongos v1,
+                # the shard's cursor stays open while it can still be read.
+                return
+            raise removed_shard_error(change)
         if change.shard in self._readers:
             return  # already read (it was in the initial list)
         if change.open_source is None:
             raise MergeError(f"shard {change.shard!r} was added, but no way to read it was given")
+        if before_start:
+            # In the registry at open: read from the stream's own start, like every shard.
+            self._open_shard(change.shard, change.open_source(), self._options, self._start)
+            return
         start = start_after_add(change.ts, self._options.default_token_version)
         options = self._options.with_options(
             resume_after=decode_token(start), start_after=None, start_at_operation_time=None

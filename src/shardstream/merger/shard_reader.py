@@ -58,7 +58,7 @@ class ShardReader:
         self._start = start
         self._checked_history = start is None
         self._last_event: ResumeToken | None = None
-        self._promise: ResumeToken | None = None
+        self._promise: ResumeToken | None = _initial_promise(options)
         self._source_promise: Timestamp | None = None
 
     @property
@@ -129,3 +129,22 @@ class ShardReader:
                 f"in the oplog: shard {self.name!r} starts at {first_ts!r}, after the stream's "
                 f"start {self._start!r} (server error 286)"
             )
+
+
+def _initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
+    """The promise before any entry is read: the stream's start point, as on a shard.
+
+    The server seeds a shard cursor's postBatchResumeToken with the start token.  An
+    event token's own event comes back up once more (EnsureResumeTokenPresent swallows
+    it), so for one the promise is the high-water mark at its time, which sorts below it.
+    """
+    token = options.resume_token
+    if token is not None:
+        if token.is_high_water_mark:
+            return encode_token(token)
+        return encode_token(high_water_mark(token.cluster_time, options.default_token_version))
+    if options.start_at_operation_time is not None:
+        return encode_token(
+            high_water_mark(options.start_at_operation_time, options.default_token_version)
+        )
+    return None

@@ -1,0 +1,36 @@
+"""Emulator: a wire-protocol MongoDB sharded cluster on 127.0.0.1, for tests.
+
+Real pymongo code connects to it: a mongos (``hello`` with ``msg: "isdbgrid"``,
+``listShards``, ``config.shards``) and single-node replica-set shards serving a tailable
+``local.oplog.rs`` that tests append to, with a separately moved majority commit point and
+one-shot faults (hang-ups, error codes, stalls, silent cursor death, oplog roll-over)::
+
+    with EmulatedCluster(shards=2) as cluster:
+        shard = cluster.shards[0]
+        shard.append({"ts": Timestamp(10, 1), "op": "n", "o": {}})
+        client = MongoClient(shard.uri)
+
+Authentication, TLS and compression are not emulated: every connection is accepted
+unauthenticated, and a ``saslStart`` gets ``CommandNotFound``.
+"""
+
+from __future__ import annotations
+
+from shardstream.emulator.cluster import EmulatedCluster, EmulatedMongos
+from shardstream.emulator.faults import CommandError, ErrorReply, Hangup, SilentDeath, Stall
+from shardstream.emulator.node import EmulatedNode
+from shardstream.emulator.oplog import OplogStore
+from shardstream.emulator.replica_set import EmulatedReplicaSet
+
+__all__ = [
+    "CommandError",
+    "EmulatedCluster",
+    "EmulatedMongos",
+    "EmulatedNode",
+    "EmulatedReplicaSet",
+    "ErrorReply",
+    "Hangup",
+    "OplogStore",
+    "SilentDeath",
+    "Stall",
+]

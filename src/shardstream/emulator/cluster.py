@@ -1,0 +1,149 @@
+"""Emulator: a sharded cluster — an emulated mongos in front of emulated shards.
+
+The mongos answers what shard discovery needs: ``hello`` with ``msg: "isdbgrid"``,
+``listShards`` and ``find`` on ``config.shards``, whose ``host`` strings
+(``name/127.0.0.1:port``) point at the emulated replica sets, so real discovery code
+reaches the shards without any address mapping.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Any, Self
+
+from bson.timestamp import Timestamp
+
+from shardstream.emulator.faults import CommandError
+from shardstream.emulator.node import Body, EmulatedNode
+from shardstream.emulator.replica_set import EmulatedReplicaSet
+
+_START = Timestamp(1, 1)
+
+
+class EmulatedMongos(EmulatedNode):
+    """The mongos endpoint; it reads the shard list from its cluster."""
+
+    def __init__(self, cluster: EmulatedCluster, *, max_wire_version: int = 21) -> None:
+        """Create a stopped mongos for ``cluster``."""
+        super().__init__(max_wire_version=max_wire_version)
+        self._cluster = cluster
+        self._commands["listshards"] = self._list_shards
+
+    def cluster_time(self) -> Timestamp:
+        """The highest cluster time among the shards."""
+        times = [shard.cluster_time() for shard in self._cluster.shards]
+        return max(times, default=_START)
+
+    def role_fields(self) -> Body:
+        """``msg: isdbgrid`` marks a mongos; without it pymongo sees a Standalone."""
+        return {"isWritablePrimary": True, "msg": "isdbgrid"}
+
+    def collection_docs(self, ns: str) -> list[Any]:
+        """``config.shards`` is generated from the live shard list."""
+        if ns == "config.shards":
+            return self._cluster.shard_documents()
+        return super().collection_docs(ns)
+
+    def _list_shards(self, body: Body) -> Body:
+        if body.get("$db") != "admin":
+            raise CommandError(13, "Unauthorized", "listShards may only be run against admin")
+        return {"shards": self._cluster.shard_documents(), "ok": 1.0}
+
+
+class EmulatedCluster:
+    """A mongos plus N single-node replica-set shards, all on 127.0.0.1.
+
+    Example::
+
+        with EmulatedCluster(shards=2) as cluster:
+            client = MongoClient(cluster.uri)
+            cluster.shards[0].append({...})
+    """
+
+    def __init__(self, shards: int = 2, *, max_wire_version: int = 21) -> None:
+        """Create a stopped cluster.
+
+        Args:
+            shards: How many shards to create (named ``shard00``, ``shard01``, ...).
+            max_wire_version: Reported by every node: 21 (7.0) or 25 (8.0).
+        """
+        self.max_wire_version = max_wire_version
+        self._lock = threading.Lock()
+        self._shards: dict[str, EmulatedReplicaSet] = {}
+        self._names = iter(range(10_000))  # bounded supply of shard numbers
+        self._running = False
+        self.mongos = EmulatedMongos(self, max_wire_version=max_wire_version)
+        for _ in range(shards):
+            self._new_shard(None)
+
+    def _new_shard(self, name: str | None) -> EmulatedReplicaSet:
+        name = name or f"shard{next(self._names):02d}"
+        shard = EmulatedReplicaSet(name, max_wire_version=self.max_wire_version)
+        with self._lock:
+            if name in self._shards:
+                raise ValueError(f"shard {name!r} exists")
+            self._shards[name] = shard
+        return shard
+
+    @property
+    def shards(self) -> list[EmulatedReplicaSet]:
+        """The current shards, in creation order."""
+        with self._lock:
+            return list(self._shards.values())
+
+    def shard(self, name: str) -> EmulatedReplicaSet:
+        """The shard called ``name``."""
+        with self._lock:
+            return self._shards[name]
+
+    def shard_documents(self) -> list[Body]:
+        """The ``config.shards`` / ``listShards`` documents for the current shards."""
+        return [
+            {"_id": shard.name, "host": shard.shard_host, "state": 1, "topologyTime": _START}
+            for shard in self.shards
+        ]
+
+    @property
+    def uri(self) -> str:
+        """The mongos URI."""
+        return f"mongodb://{self.mongos.host}/"
+
+    def add_shard(self, name: str | None = None) -> EmulatedReplicaSet:
+        """Create a shard (started if the cluster runs) and list it on the mongos."""
+        shard = self._new_shard(name)
+        if self._running:
+            shard.start()
+        return shard
+
+    def remove_shard(self, name: str) -> EmulatedReplicaSet:
+        """Unlist the shard ``name`` and stop it; return it."""
+        with self._lock:
+            shard = self._shards.pop(name)
+        shard.stop()
+        return shard
+
+    def start(self) -> Self:
+        """Start every shard, then the mongos."""
+        for shard in self.shards:
+            shard.start()
+        self.mongos.start()
+        self._running = True
+        return self
+
+    def stop(self) -> None:
+        """Stop the mongos and every shard, joining their threads."""
+        self._running = False
+        self.mongos.stop()
+        for shard in self.shards:
+            shard.stop()
+
+    def __enter__(self) -> Self:
+        """Start the cluster."""
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop the cluster."""
+        self.stop()

@@ -1,0 +1,319 @@
+"""Emulator: the command dispatcher and commands shared by emulated mongod and mongos.
+
+Every reply carries ``$clusterTime`` (a Timestamp with a zeroed signature; pymongo fails
+on anything but a Timestamp) and ``operationTime``. A ``hello`` carrying
+``topologyVersion`` and ``maxAwaitTimeMS`` is answered in streaming form: one reply per
+``maxAwaitTimeMS`` or per topology change, flagged ``moreToCome`` when the client allowed
+exhaust, so pymongo's streaming monitor neither busy-loops nor times out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+from bson.binary import Binary
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from bson.timestamp import Timestamp
+
+from shardstream.emulator.cursors import ListCursor, ServerCursor, matches
+from shardstream.emulator.faults import (
+    CommandError,
+    ErrorReply,
+    FaultMethods,
+    FaultQueue,
+    Hangup,
+    SilentDeath,
+    Stall,
+)
+from shardstream.emulator.server import HOST, Connection, WireServer
+from shardstream.emulator.wire import OP_QUERY, Request
+
+_VERSIONS = {17: "6.0.0", 21: "7.0.0", 25: "8.0.0"}
+DEFAULT_BATCH_SIZE = 101  # the server's default first batch
+Body = dict[str, Any]
+Handler = Callable[[Body], Body]
+
+
+class EmulatedNode(FaultMethods, ABC):
+    """One emulated server process: lifecycle, dispatch, cursors and common commands."""
+
+    def __init__(self, *, max_wire_version: int = 21) -> None:
+        """Create a stopped node.
+
+        Args:
+            max_wire_version: The reported ``maxWireVersion`` (21 is 7.0, 25 is 8.0).
+        """
+        self.max_wire_version = max_wire_version
+        self.faults = FaultQueue()
+        self.commands_seen: list[str] = []  # lower-cased command names, for assertions
+        self._stopping = threading.Event()
+        self._server = WireServer(self, self._stopping)
+        self._topology = threading.Condition()
+        self._process_id = ObjectId()
+        self._topology_counter = 0
+        self._cursor_lock = threading.Lock()
+        self._cursors: dict[int, ServerCursor] = {}
+        self._cursor_ids = itertools.count(7_000_000_001)
+        self._collections: dict[str, list[Any]] = {}
+        self._commands: dict[str, Handler] = {
+            "ping": lambda _body: {"ok": 1.0},
+            "buildinfo": self._build_info,
+            "endsessions": lambda _body: {"ok": 1.0},
+            "find": self._find,
+            "getmore": self._get_more,
+            "killcursors": self._kill_cursors,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start listening on an ephemeral 127.0.0.1 port; return self."""
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, end every wait, close connections and join all threads."""
+        self._stopping.set()
+        with self._topology:
+            self._topology.notify_all()
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        """Start the node."""
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop the node."""
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The listening port (0 before start)."""
+        return self._server.port
+
+    @property
+    def host(self) -> str:
+        """``127.0.0.1:port``."""
+        return f"{HOST}:{self.port}"
+
+    def drop_connections(self) -> int:
+        """Close every client connection now; return how many were open."""
+        return self._server.drop_connections()
+
+    @property
+    def open_cursor_count(self) -> int:
+        """How many server-side cursors are open."""
+        with self._cursor_lock:
+            return len(self._cursors)
+
+    def bump_topology(self) -> None:
+        """Advance ``topologyVersion.counter`` and wake streaming hellos (a state change)."""
+        with self._topology:
+            self._topology_counter += 1
+            self._topology.notify_all()
+
+    def insert(self, ns: str, doc: dict[str, Any]) -> None:
+        """Add a document to a plain collection ``ns`` ("db.coll"), readable with ``find``."""
+        with self._cursor_lock:
+            self._collections.setdefault(ns, []).append(doc)
+
+    # -- hooks for roles ---------------------------------------------------------------
+
+    @abstractmethod
+    def cluster_time(self) -> Timestamp:
+        """The node's current cluster time."""
+
+    @abstractmethod
+    def role_fields(self) -> Body:
+        """Role-specific ``hello`` fields (replica-set membership or ``msg: isdbgrid``)."""
+
+    def collection_docs(self, ns: str) -> list[Any]:
+        """The documents of plain collection ``ns`` (roles override for virtual ones)."""
+        with self._cursor_lock:
+            return list(self._collections.get(ns, []))
+
+    def make_cursor(self, ns: str, body: Body) -> ServerCursor:
+        """Build the cursor for a ``find`` on ``ns``; roles override for special namespaces."""
+        query = body.get("filter") or {}
+        docs = [doc for doc in self.collection_docs(ns) if matches(doc, query)]
+        docs = docs[int(body.get("skip") or 0) :]
+        limit = abs(int(body.get("limit") or 0))
+        return ListCursor(ns, docs[:limit] if limit else docs)
+
+    # -- dispatch ----------------------------------------------------------------------
+
+    def serve(self, request: Request, conn: Connection) -> bool:
+        """Answer one request (see :class:`~shardstream.emulator.server.RequestHandler`)."""
+        name = request.command.lower()
+        self.commands_seen.append(name)
+        fault = self.faults.take(name)
+        if isinstance(fault, Hangup):
+            return False
+        if isinstance(fault, Stall) and self._stopping.wait(fault.seconds):
+            return False
+        body = request.body
+        try:
+            if isinstance(fault, ErrorReply):
+                if fault.kill_cursor:
+                    self._forget(body.get(request.command))
+                raise CommandError(fault.code, fault.code_name, fault.errmsg, fault.labels)
+            if isinstance(fault, SilentDeath):
+                cursor = self._forget(body.get(request.command))
+                ns = cursor.ns if cursor else f"{body.get('$db')}.{body.get('collection')}"
+                reply: Body = {"cursor": {"id": Int64(0), "ns": ns, "nextBatch": []}, "ok": 1.0}
+            elif name in ("hello", "ismaster"):
+                if self._awaitable(request):
+                    return self._stream_hello(request, conn)
+                reply = self._hello(body, conn)
+            elif name in self._commands:
+                reply = self._commands[name](body)
+            else:
+                raise CommandError(59, "CommandNotFound", f"no such command: '{request.command}'")
+        except CommandError as err:
+            reply = {"ok": 0.0, "errmsg": err.errmsg, "code": err.code, "codeName": err.code_name}
+            if err.labels:
+                reply["errorLabels"] = list(err.labels)
+        if not request.more_to_come:
+            conn.reply(request, self._stamp(reply))
+        return True
+
+    def _stamp(self, reply: Body) -> Body:
+        now = self.cluster_time()
+        signature = {"hash": Binary(bytes(20)), "keyId": Int64(0)}
+        reply["$clusterTime"] = {"clusterTime": now, "signature": signature}
+        reply["operationTime"] = now
+        return reply
+
+    # -- hello -------------------------------------------------------------------------
+
+    def _topology_version(self) -> Body:
+        with self._topology:
+            return {"processId": self._process_id, "counter": Int64(self._topology_counter)}
+
+    def _hello(self, body: Body, conn: Connection) -> Body:
+        primary_key = "isWritablePrimary" if "hello" in body else "ismaster"
+        fields = self.role_fields()
+        reply: Body = {
+            "helloOk": True,
+            primary_key: fields.pop("isWritablePrimary", True),
+            "topologyVersion": self._topology_version(),
+            **fields,
+            "maxBsonObjectSize": 16 * 1024 * 1024,
+            "maxMessageSizeBytes": 48_000_000,
+            "maxWriteBatchSize": 100_000,
+            "localTime": datetime.datetime.now(datetime.UTC),
+            "logicalSessionTimeoutMinutes": 30,
+            "connectionId": conn.id,
+            "minWireVersion": 0,
+            "maxWireVersion": self.max_wire_version,
+            "readOnly": False,
+            "ok": 1.0,
+        }
+        return reply
+
+    @staticmethod
+    def _awaitable(request: Request) -> bool:
+        body = request.body
+        return (
+            request.opcode != OP_QUERY
+            and isinstance(body.get("topologyVersion"), dict)
+            and "maxAwaitTimeMS" in body
+        )
+
+    def _stream_hello(self, request: Request, conn: Connection) -> bool:
+        body = request.body
+        known = body["topologyVersion"]
+        timeout = max(0, int(body["maxAwaitTimeMS"])) / 1000
+        # Bounded: each pass waits at most maxAwaitTimeMS; the stream ends on stop or when
+        # the client goes (sendall raises and the server closes the connection).
+        while not self._stopping.is_set():
+            with self._topology:
+                if known == self._topology_version():
+                    self._topology.wait(timeout)
+            if self._stopping.is_set():
+                return False
+            reply = self._stamp(self._hello(body, conn))
+            known = reply["topologyVersion"]
+            conn.reply(request, reply, more_to_come=request.exhaust_allowed)
+            if not request.exhaust_allowed:
+                return True
+        return False
+
+    def _build_info(self, _body: Body) -> Body:
+        version = _VERSIONS.get(self.max_wire_version, "7.0.0")
+        parts = [int(p) for p in version.split(".")] + [0]
+        return {
+            "version": version,
+            "versionArray": parts,
+            "gitVersion": "shardstream-emulator",
+            "bits": 64,
+            "maxBsonObjectSize": 16 * 1024 * 1024,
+            "ok": 1.0,
+        }
+
+    # -- cursors -----------------------------------------------------------------------
+
+    def _find(self, body: Body) -> Body:
+        ns = f"{body.get('$db')}.{body['find']}"
+        cursor = self.make_cursor(ns, body)
+        size = body.get("batchSize")
+        # A find never waits for data, even on an awaitData cursor: only getMore does.
+        first = DEFAULT_BATCH_SIZE if size is None else int(size)
+        batch = cursor.next_batch(first, 0, self._stopping)
+        if body.get("singleBatch"):
+            cursor.exhausted = True
+        cursor_id = 0
+        if not cursor.exhausted:
+            with self._cursor_lock:
+                cursor_id = next(self._cursor_ids)
+                self._cursors[cursor_id] = cursor
+        return {"cursor": {"firstBatch": batch, "id": Int64(cursor_id), "ns": ns}, "ok": 1.0}
+
+    def _get_more(self, body: Body) -> Body:
+        cursor_id = int(body["getMore"])
+        with self._cursor_lock:
+            cursor = self._cursors.get(cursor_id)
+        if cursor is None:
+            raise CommandError(43, "CursorNotFound", f"cursor id {cursor_id} not found")
+        size, max_time = body.get("batchSize"), body.get("maxTimeMS")
+        try:
+            batch = cursor.next_batch(
+                None if size is None else int(size),
+                None if max_time is None else int(max_time),
+                self._stopping,
+            )
+        except CommandError:
+            self._forget(cursor_id)  # an error ends the cursor on the server too
+            raise
+        if cursor.exhausted:
+            self._forget(cursor_id)
+            cursor_id = 0
+        return {"cursor": {"nextBatch": batch, "id": Int64(cursor_id), "ns": cursor.ns}, "ok": 1.0}
+
+    def _forget(self, cursor_id: object) -> ServerCursor | None:
+        if not isinstance(cursor_id, int):
+            return None
+        with self._cursor_lock:
+            return self._cursors.pop(int(cursor_id), None)
+
+    def _kill_cursors(self, body: Body) -> Body:
+        killed: list[Any] = []
+        missing: list[Any] = []
+        for cursor_id in body.get("cursors", []):
+            (killed if self._forget(cursor_id) else missing).append(cursor_id)
+        return {
+            "cursorsKilled": killed,
+            "cursorsNotFound": missing,
+            "cursorsAlive": [],
+            "cursorsUnknown": [],
+            "ok": 1.0,
+        }
