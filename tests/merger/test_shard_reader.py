@@ -37,7 +37,8 @@ def test_an_event_start_token_promises_a_mark_at_its_time() -> None:
     event, _ = _events(source)
     options = ChangeStreamOptions(resume_after=event.token_data)
     batch = ShardReader(Silent("b", []), options).read(10)
-    assert batch is not None and batch.promise is not None
+    assert batch is not None
+    assert batch.promise is not None
     assert decode_token(batch.promise) == high_water_mark(T[5])
 
 
