@@ -234,3 +234,25 @@ def test_topology_changes_before_the_start_do_not_reach_back_past_it() -> None:
     options = ChangeStreamOptions(start_at_operation_time=T[5])
     stream = MergedStream({"a": a}, options, topology=topology)
     assert [e.document["documentKey"]["_id"] for e in _drain(stream)] == [7, 8]
+
+
+def test_start_after_an_invalidate_seen_on_two_shards_goes_on_after_it() -> None:
+    # document_source_change_stream_ensure_resume_token_present.cpp: when the invalidating
+    # drop happened at the same clusterTime on several shards, 1..N identical tokens are
+    # swallowed before the stream goes on.
+    def sources() -> dict[str, ListSource]:
+        drop = make.command(T[5], "db", {"drop": "coll"})
+        return {
+            "a": ListSource(
+                "a", [make.insert(T[1], {"_id": 1}), drop, make.insert(T[7], {"_id": 7})]
+            ),
+            "b": ListSource(
+                "b", [make.insert(T[2], {"_id": 2}), drop, make.insert(T[8], {"_id": 8})]
+            ),
+        }
+
+    options = ChangeStreamOptions(db="db", coll="coll")
+    first = _drain(MergedStream(sources(), options))
+    assert [e.operation_type for e in first] == ["insert", "insert", "drop", "drop", "invalidate"]
+    resumed = MergedStream(sources(), options.with_options(start_after=first[-1].token_data))
+    assert [e.document["documentKey"]["_id"] for e in _drain(resumed)] == [7, 8]
