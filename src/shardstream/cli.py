@@ -4,6 +4,7 @@ Subcommands (verbs):
     shardstream token decode [TOKEN ...]   decode hex tokens or token documents
     shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
     shardstream replay PATH [options]      oplog file -> change events (see replay --help)
+    shardstream watch URI [options]        a live cluster's merged change stream
     shardstream demo                       merge a simulated 3-shard cluster, check the data
 
 Input without arguments is read from stdin, one item per line.  Each output
@@ -29,6 +30,7 @@ from shardstream.resume_token.token_json import (
     token_data_from_document,
     token_data_to_document,
 )
+from shardstream.watch_command import add_watch_parser
 
 _JSON_PARSE_ERRORS = (ValueError, TypeError, KeyError, OverflowError, BSONError)
 
@@ -64,6 +66,7 @@ def _build_parser() -> argparse.ArgumentParser:
     encode.add_argument("documents", nargs="*", metavar="JSON", help="default: stdin lines")
     encode.set_defaults(handler=_run_token_encode)
     add_replay_parser(commands)
+    add_watch_parser(commands)
     demo = commands.add_parser(
         "demo", help="merge a simulated 3-shard cluster's oplogs and check the result"
     )

@@ -37,12 +37,18 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--shard", action="append", default=[], metavar="NAME=PATH", help="one shard's oplog"
     )
     replay.add_argument("--input-format", choices=["bson", "ejson"], help="default: by extension")
-    replay.add_argument("--db", help="watch one database (default: the whole cluster)")
-    replay.add_argument("--coll", help="watch one collection of --db")
-    replay.add_argument("--show-expanded-events", action="store_true")
-    replay.add_argument("--server-version", default="8.2", metavar="X.Y", help="default 8.2")
-    replay.add_argument("--token-version", type=int, choices=[1, 2])
-    start = replay.add_mutually_exclusive_group()
+    add_stream_options(replay)
+    replay.set_defaults(handler=run_replay)
+
+
+def add_stream_options(parser: argparse.ArgumentParser) -> None:
+    """The change-stream flags ``replay`` and ``watch`` share."""
+    parser.add_argument("--db", help="watch one database (default: the whole cluster)")
+    parser.add_argument("--coll", help="watch one collection of --db")
+    parser.add_argument("--show-expanded-events", action="store_true")
+    parser.add_argument("--server-version", default="8.2", metavar="X.Y", help="default 8.2")
+    parser.add_argument("--token-version", type=int, choices=[1, 2])
+    start = parser.add_mutually_exclusive_group()
     start.add_argument("--start-at-operation-time", metavar="T,I")
     start.add_argument("--resume-after", metavar="TOKEN")
     start.add_argument("--start-after", metavar="TOKEN")
@@ -52,8 +58,7 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--show-system-events",
         "--show-raw-update-description",
     ):
-        replay.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
-    replay.set_defaults(handler=run_replay)
+        parser.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
 
 
 def run_replay(args: argparse.Namespace) -> int:

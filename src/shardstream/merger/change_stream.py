@@ -16,11 +16,13 @@ from types import TracebackType
 from typing import Any, Final
 
 from bson.timestamp import Timestamp
+from pymongo import MongoClient
 
 from shardstream.errors import ConfigurationError
 from shardstream.merger.event_match import compile_pipeline
 from shardstream.merger.merged_stream import MergedStream
 from shardstream.merger.topology import TopologySource
+from shardstream.oplog.live_cluster import open_live_cluster
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup
@@ -118,6 +120,10 @@ class ChangeStream:
         """False once closed, invalidated, or (finite sources) fully read."""
         return not self._closed and (bool(self._batch) or not self._merged.exhausted)
 
+    def shard_positions(self) -> dict[str, Timestamp | None]:
+        """How far each shard is known to be (its promise's cluster time)."""
+        return self._merged.shard_positions()
+
     def close(self) -> None:
         """Stop reading and release the sources."""
         if not self._closed:
@@ -137,7 +143,7 @@ class ChangeStream:
 
 
 def watch(
-    source: Mapping[str, OplogSource],
+    source: Mapping[str, OplogSource] | str | MongoClient[Any],
     *,
     db: str | None = None,
     coll: str | None = None,
@@ -158,7 +164,10 @@ def watch(
     """Open a change stream over every shard, merged as mongos merges it.
 
     Args:
-        source: shard name -> :class:`~shardstream.oplog.OplogSource`.
+        source: a mongos URI or a ``MongoClient`` connected to mongos (each shard's
+            oplog is then tailed live, from the same start on every shard: the start
+            option, else the cluster's time + 1 tick as mongos picks it), or a mapping
+            shard name -> :class:`~shardstream.oplog.OplogSource` (files, the simulator).
         db: watch one database (default: the whole cluster).
         coll: watch one collection of ``db``.
         pipeline: ``$match`` stages, evaluated on each event (see README).
@@ -197,6 +206,15 @@ def watch(
         )
     except TypeError as exc:
         raise ConfigurationError(f"unknown watch() option: {exc}") from exc
+    if isinstance(source, str | MongoClient):
+        start = options.resume_token.cluster_time if options.resume_token else None
+        start = start or start_at_operation_time
+        sources, chosen = open_live_cluster(
+            source, start=start, await_ms=min(max_await_time_ms or 1000, 1000)
+        )
+        if start is None:
+            options = options.with_options(start_at_operation_time=chosen)
+        source = sources
     merged = MergedStream(
         source,
         options,

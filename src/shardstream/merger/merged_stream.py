@@ -97,6 +97,10 @@ class MergedStream:
         self._merger.add_remote(name)
         self._readers[name] = ShardReader(source, options, lookup=self._lookup, start=start)
 
+    def shard_positions(self) -> dict[str, Timestamp | None]:
+        """Each shard's promise as a cluster time: how far the merge knows it (for lag stats)."""
+        return {name: reader.position for name, reader in self._readers.items()}
+
     @property
     def shard_names(self) -> list[str]:
         """The data shards being read, in the order they joined."""

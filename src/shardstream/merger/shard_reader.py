@@ -18,7 +18,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost, MergeError
 from shardstream.oplog.source import OplogSource
-from shardstream.resume_token import ResumeToken, encode_token, high_water_mark
+from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, ShardPipeline
 from shardstream.transform import fields as f
 
@@ -56,7 +56,10 @@ class ShardReader:
         self._pipeline = ShardPipeline(options, history=source, lookup=lookup, single_shard=False)
         self._version = options.default_token_version
         self._start = start
-        self._checked_history = start is None
+        # A source that reads from a start point itself (a live tailer) checks its oplog's
+        # oldest entry on every open; a file source hands out its whole file, so its first
+        # entry is the oldest and the check is made here.
+        self._checked_history = start is None or getattr(source, "verifies_history", False)
         self._last_event: ResumeToken | None = None
         self._promise: ResumeToken | None = _initial_promise(options)
         self._source_promise: Timestamp | None = None
@@ -65,6 +68,11 @@ class ShardReader:
     def name(self) -> str:
         """The shard's name."""
         return self.source.name
+
+    @property
+    def position(self) -> Timestamp | None:
+        """The cluster time of the shard's promise (None before its first batch)."""
+        return None if self._promise is None else decode_token(self._promise).cluster_time
 
     def read(self, max_entries: int) -> ShardBatch | None:
         """Read and transform one batch; None when the source has nothing ready.

@@ -48,6 +48,9 @@ class LiveOplogSource:
     the shard's majority commit point (see :meth:`_idle_promise_from`).
     """
 
+    # The tailer checks its oplog still reaches the start on every open (see _open).
+    verifies_history = True
+
     def __init__(
         self,
         name: str,

@@ -1,0 +1,113 @@
+"""watch(mongos URI): live tailers on every shard of an emulated cluster, merged.
+
+The emulator speaks the wire protocol, so this runs shardstream's real pymongo
+code: discovery through mongos, one tailer per shard, majority reads.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import bson
+import pytest
+from bson.timestamp import Timestamp
+
+import shardstream
+from shardstream.cli import main
+from shardstream.emulator import EmulatedCluster
+from shardstream.merger.change_stream import ChangeStream
+from shardstream.oplog.file_source import FileOplogSource
+from tests import factories as make
+
+
+def _collect(stream: ChangeStream, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(events) < count:
+        assert time.monotonic() < deadline, f"only {len(events)} of {count} events arrived"
+        event = stream.try_next()
+        if event is not None:
+            events.append(event)
+    return events
+
+
+def _oplogs() -> dict[str, list[dict[str, Any]]]:
+    t = [Timestamp(1700000000, i) for i in range(20)]
+    return {
+        "shard00": [make.noop(t[1]), make.insert(t[2], {"_id": 1}), make.insert(t[5], {"_id": 5})],
+        # shard01's periodic noop at t9 is what lets shard00's t5 event out of the gate.
+        "shard01": [
+            make.noop(t[1]),
+            make.insert(t[2], {"_id": 2}),
+            make.update(t[3], 2, {"u": {"a": 1}}),
+            make.noop(t[9]),
+        ],
+    }
+
+
+def test_watching_a_cluster_uri_merges_its_shards_like_the_files(tmp_path: Any) -> None:
+    oplogs = _oplogs()
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in oplogs.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(entries[-1]["ts"])
+        start = Timestamp(1700000000, 1)
+        with shardstream.watch(
+            cluster.uri, start_at_operation_time=start, max_await_time_ms=100
+        ) as stream:
+            live = _collect(stream, 4)
+    files = {}
+    for name, entries in oplogs.items():
+        path = tmp_path / f"{name}.bson"
+        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        files[name] = FileOplogSource(name, str(path))
+    expected = list(shardstream.watch(files, start_at_operation_time=start))
+    assert [e["_id"] for e in live] == [e["_id"] for e in expected]
+    assert [e["documentKey"]["_id"] for e in live] == [1, 2, 2, 5]
+
+
+def test_without_a_start_the_stream_begins_at_the_cluster_time() -> None:
+    t = [Timestamp(1700000100, i) for i in range(20)]
+    with EmulatedCluster(shards=2) as cluster:
+        for name in ("shard00", "shard01"):
+            cluster.shard(name).append(make.insert(t[1], {"_id": f"old-{name}"}))
+            cluster.shard(name).set_majority(t[1])
+        with shardstream.watch(cluster.uri, max_await_time_ms=100) as stream:
+            for name, n in (("shard00", 3), ("shard01", 4)):
+                cluster.shard(name).append(make.insert(t[n], {"_id": f"new-{name}"}))
+                cluster.shard(name).set_majority(t[n])
+            # shard00's next periodic noop lets shard01's later event through the gate.
+            cluster.shard("shard00").append(make.noop(t[6]))
+            cluster.shard("shard00").set_majority(t[6])
+            events = _collect(stream, 2)
+    assert [e["documentKey"]["_id"] for e in events] == ["new-shard00", "new-shard01"]
+
+
+def test_the_watch_command_writes_the_merged_stream(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    oplogs = _oplogs()
+    monkeypatch.setattr("shardstream.watch_command.STATS_EVERY_S", 0.0)
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in oplogs.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(entries[-1]["ts"])
+        argv = ["watch", cluster.uri, "--start-at-operation-time", "1700000000,1"]
+        assert main([*argv, "--max-events", "4", "--stats"]) == 0
+    out, err = capsys.readouterr()
+    keys = [json.loads(line)["documentKey"]["_id"]["$numberInt"] for line in out.splitlines()]
+    assert keys == ["1", "2", "2", "5"]
+    assert "events/s" in err
+    assert "lag per shard: shard00" in err
+
+
+def test_the_watch_command_never_prints_the_password(capsys: pytest.CaptureFixture[str]) -> None:
+    uri = "mongodb://alice:s3cr3t-pw@127.0.0.1:9/?serverSelectionTimeoutMS=200&connectTimeoutMS=200"
+    assert main(["watch", uri, "--max-events", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "s3cr3t-pw" not in err
+    assert "shardstream watch: error:" in err
