@@ -1,0 +1,73 @@
+"""A 2-shard MongoDB cluster in one container, addressable from the host.
+
+Recipe (see shared/docs/testing.md §3): config server, two shard replica sets and
+mongos run inside one ``mongo:<version>`` container, each on a host port chosen
+first and published 1:1, so ``localhost:P`` means the same inside and outside and
+``config.shards`` holds addresses the tests can reach.  Periodic no-ops every
+second keep idle shards' promises moving.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from testcontainers.core.container import DockerContainer
+from testcontainers.core.waiting_utils import wait_for_logs
+
+READY = "SHARDED CLUSTER READY"
+_MONGOD = (
+    "mongod --bind_ip_all --fork --logpath /tmp/{name}.log --dbpath /data/{name} "
+    "--port {port} --replSet {name} --wiredTigerCacheSizeGB 0.25 --oplogSize 64 "
+    "--setParameter periodicNoopIntervalSecs=1 {role}"
+)
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _script(config_port: int, shard_ports: list[int], mongos_port: int) -> str:
+    sets = [("cfg", config_port, "--configsvr")]
+    sets += [(f"shard{i}", port, "--shardsvr") for i, port in enumerate(shard_ports)]
+    lines = ["set -e"]
+    for name, port, role in sets:
+        lines.append(f"mkdir -p /data/{name}")
+        lines.append(_MONGOD.format(name=name, port=port, role=role))
+        extra = ", configsvr: true" if role == "--configsvr" else ""
+        member = f"{{_id: 0, host: 'localhost:{port}'}}"
+        initiate = f"rs.initiate({{_id: '{name}'{extra}, members: [{member}]}})"
+        lines.append(f'mongosh --quiet --port {port} --eval "{initiate}"')
+        wait = "while (!db.hello().isWritablePrimary) { sleep(200) }"
+        lines.append(f'mongosh --quiet --port {port} --eval "{wait}"')
+    lines.append(
+        f"mongos --bind_ip_all --fork --logpath /tmp/mongos.log --port {mongos_port} "
+        f"--configdb cfg/localhost:{config_port}"
+    )
+    for i, port in enumerate(shard_ports):
+        add = f"sh.addShard('shard{i}/localhost:{port}')"
+        lines.append(f'mongosh --quiet --port {mongos_port} --eval "{add}"')
+    lines.append(f"echo '{READY}'")
+    lines.append("sleep infinity")
+    return "\n".join(lines)
+
+
+@contextmanager
+def sharded_cluster(image: str, shards: int = 2) -> Iterator[str]:
+    """Start the cluster; yield its mongos URI; remove the container afterwards."""
+    config_port, mongos_port, *shard_ports = _free_ports(2 + shards)
+    container = DockerContainer(image).with_kwargs(entrypoint=["bash", "-c"])
+    container = container.with_command([_script(config_port, shard_ports, mongos_port)])
+    for port in (config_port, mongos_port, *shard_ports):
+        container = container.with_bind_ports(port, port)
+    with container:
+        wait_for_logs(container, READY, timeout=180)
+        yield f"mongodb://localhost:{mongos_port}/?directConnection=false"
