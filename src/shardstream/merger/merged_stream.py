@@ -109,8 +109,8 @@ class MergedStream:
     def next_batch(self, max_events: int) -> tuple[list[ChangeEvent], ResumeToken | None]:
         """Return up to ``max_events`` events and the postBatchResumeToken after them.
 
-        Reads each shard at most once per call, so with live sources an empty batch
-        comes back when nothing is ready; with files, a batch is empty only at the end.
+        Reads rounds of shards while any of them has news, so with live sources an empty
+        batch comes back when nothing is ready; with files, a batch is empty only at the end.
         """
         out: list[ChangeEvent] = []
         progressed = True
