@@ -111,3 +111,36 @@ def test_the_watch_command_never_prints_the_password(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert "s3cr3t-pw" not in err
     assert "shardstream watch: error:" in err
+
+
+def test_update_lookup_and_pre_images_come_from_the_live_cluster() -> None:
+    t = [Timestamp(1700000200, i) for i in range(20)]
+    shard_a, shard_b = "shard00", "shard01"
+    with EmulatedCluster(shards=2) as cluster:
+        a, b = cluster.shard(shard_a), cluster.shard(shard_b)
+        for entry in (make.insert(t[1], {"_id": 1, "v": 0}), make.update(t[3], 1, {"u": {"v": 1}})):
+            a.append(entry)
+        b.append(make.noop(t[1]))
+        b.append(make.noop(t[5]))
+        a.set_majority(t[3])
+        b.set_majority(t[5])
+        # What the shards hold: the document now (through mongos) and the update's pre-image.
+        a.insert("db.coll", {"_id": 1, "v": 7})
+        pre_image_id = {
+            "nsUUID": make.COLLECTION_UUID,
+            "ts": t[3],
+            "applyOpsIndex": bson.int64.Int64(0),
+        }
+        a.insert("config.system.preimages", {"_id": pre_image_id, "preImage": {"_id": 1, "v": 0}})
+        with shardstream.watch(
+            cluster.uri,
+            start_at_operation_time=t[1],
+            full_document="updateLookup",
+            full_document_before_change="whenAvailable",
+            max_await_time_ms=100,
+        ) as stream:
+            insert, update = _collect(stream, 2)
+    assert insert["fullDocument"] == {"_id": 1, "v": 0}
+    assert update["fullDocument"] == {"_id": 1, "v": 7}
+    assert update["fullDocumentBeforeChange"] == {"_id": 1, "v": 0}
+    assert list(update)[-1] == "fullDocumentBeforeChange"

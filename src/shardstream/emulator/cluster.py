@@ -43,7 +43,9 @@ class EmulatedMongos(EmulatedNode):
         """``config.shards`` is generated from the live shard list."""
         if ns == "config.shards":
             return self._cluster.shard_documents()
-        return super().collection_docs(ns)
+        # mongos holds no user data: like the router, answer a find from every shard.
+        routed = [doc for shard in self._cluster.shards for doc in shard.collection_docs(ns)]
+        return super().collection_docs(ns) + routed
 
     def _list_shards(self, body: Body) -> Body:
         if body.get("$db") != "admin":

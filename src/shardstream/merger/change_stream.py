@@ -25,7 +25,7 @@ from shardstream.merger.topology import TopologySource
 from shardstream.oplog.live_cluster import open_live_cluster
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
-from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup
+from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
 
 DEFAULT_BATCH_SIZE: Final = 1000
 _POLL_INTERVAL_S: Final = 0.01
@@ -156,7 +156,7 @@ def watch(
     show_expanded_events: bool = False,
     batch_size: int | None = None,
     max_await_time_ms: int | None = None,
-    lookup: DocumentLookup | None = None,
+    lookup: DocumentLookup | PerShardLookup | None = None,
     topology: TopologySource | None = None,
     ignore_removed_shards: bool = False,
     **internal_options: Any,
@@ -209,9 +209,16 @@ def watch(
     if isinstance(source, str | MongoClient):
         start = options.resume_token.cluster_time if options.resume_token else None
         start = start or start_at_operation_time
-        sources, chosen = open_live_cluster(
-            source, start=start, await_ms=min(max_await_time_ms or 1000, 1000)
+        wants_images = options.full_document != "default" or (
+            options.full_document_before_change != "off"
         )
+        sources, chosen, live_lookup = open_live_cluster(
+            source,
+            start=start,
+            await_ms=min(max_await_time_ms or 1000, 1000),
+            with_lookup=wants_images and lookup is None,
+        )
+        lookup = lookup or live_lookup
         if start is None:
             options = options.with_options(start_at_operation_time=chosen)
         source = sources

@@ -26,7 +26,7 @@ from shardstream.merger.shard_reader import ShardReader
 from shardstream.merger.topology import ShardChangeKind, TopologySource
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
-from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup
+from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
 from shardstream.transform import fields as f
 from shardstream.transform.ensure_resume_token_present import EnsureResumeTokenPresent
 
@@ -55,7 +55,7 @@ class MergedStream:
         sources: Mapping[str, OplogSource],
         options: ChangeStreamOptions,
         *,
-        lookup: DocumentLookup | None = None,
+        lookup: DocumentLookup | PerShardLookup | None = None,
         topology: TopologySource | None = None,
         event_filter: Callable[[Mapping[str, Any]], bool] | None = None,
         ignore_removed_shards: bool = False,
@@ -95,7 +95,10 @@ class MergedStream:
         self, name: str, source: OplogSource, options: ChangeStreamOptions, start: Timestamp | None
     ) -> None:
         self._merger.add_remote(name)
-        self._readers[name] = ShardReader(source, options, lookup=self._lookup, start=start)
+        # A live lookup reads pre-images on the shard that wrote the change.
+        shared = self._lookup
+        lookup = shared.for_shard(name) if isinstance(shared, PerShardLookup) else shared
+        self._readers[name] = ShardReader(source, options, lookup=lookup, start=start)
 
     def shard_positions(self) -> dict[str, Timestamp | None]:
         """Each shard's promise as a cluster time: how far the merge knows it (for lag stats)."""
@@ -228,9 +231,12 @@ class MergedStream:
         self._open_shard(change.shard, change.open_source(), options, None)
 
     def close(self) -> None:
-        """Close every shard's source."""
+        """Close every shard's source, and the lookup's connections."""
         for reader in self._readers.values():
             reader.source.close()
+        close_lookup = getattr(self._lookup, "close", None)
+        if close_lookup is not None:
+            close_lookup()
 
 
 def _start_time(options: ChangeStreamOptions) -> Timestamp | None:

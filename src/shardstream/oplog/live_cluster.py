@@ -14,6 +14,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 from shardstream.oplog.cluster_discovery import discover_cluster
+from shardstream.oplog.live_lookup import LiveDocumentLookup
 from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.source import OplogSource
 
@@ -25,8 +26,9 @@ def open_live_cluster(
     await_ms: int = 1000,
     read_preference: str = "primary",
     client_options: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, OplogSource], Timestamp]:
-    """Return a tailer per shard and the time they start at.
+    with_lookup: bool = False,
+) -> tuple[dict[str, OplogSource], Timestamp, LiveDocumentLookup | None]:
+    """Return a tailer per shard, the time they start at, and (if asked) a document lookup.
 
     Args:
         cluster: a mongos URI, or a MongoClient connected to mongos.
@@ -34,6 +36,8 @@ def open_live_cluster(
         await_ms: how long each tailer's getMore waits for new entries.
         read_preference: which member each tailer reads (secondaries offload primaries).
         client_options: extra MongoClient options for the shard connections.
+        with_lookup: also build the lookup the image options (``fullDocument``,
+            ``fullDocumentBeforeChange``) need.
 
     Raises:
         OplogError: the cluster cannot be reached or listed (the URI is redacted).
@@ -57,4 +61,13 @@ def open_live_cluster(
         for source in sources.values():
             source.close()
         raise
-    return sources, start
+    lookup = None
+    if with_lookup:
+        owns = isinstance(cluster, str)
+        if isinstance(cluster, str):
+            mongos: MongoClient[Any] = MongoClient(cluster, **dict(client_options or {}))
+        else:
+            mongos = cluster
+        uris = {shard.name: shard.uri for shard in info.shards}
+        lookup = LiveDocumentLookup(mongos, uris, client_options, owns_mongos=owns)
+    return sources, start, lookup

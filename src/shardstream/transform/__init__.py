@@ -9,7 +9,7 @@ from __future__ import annotations
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.field_list import FieldList
-from shardstream.transform.lookup import DocumentLookup
+from shardstream.transform.lookup import DocumentLookup, PerShardLookup
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
 from shardstream.transform.pipeline import ShardPipeline, transform_oplog
 from shardstream.transform.unwind_transaction import TransactionHistory
@@ -19,6 +19,7 @@ __all__ = [
     "ChangeStreamOptions",
     "DocumentLookup",
     "FieldList",
+    "PerShardLookup",
     "ShardPipeline",
     "StreamScope",
     "TransactionHistory",

@@ -10,7 +10,7 @@ The live source implements this against a cluster; tests use a dict-backed one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bson.timestamp import Timestamp
 
@@ -27,3 +27,11 @@ class DocumentLookup(Protocol):
         self, collection_uuid: Any, ts: Timestamp, apply_ops_index: int
     ) -> Mapping[str, Any] | None:
         """Return the pre-image stored for that write, or None if there is none."""
+
+
+@runtime_checkable
+class PerShardLookup(Protocol):
+    """A lookup that hands each shard its own view (pre-images live on the shard)."""
+
+    def for_shard(self, shard: str) -> DocumentLookup:
+        """The lookup shard ``shard``'s pipeline uses."""
