@@ -12,7 +12,7 @@ from bson.timestamp import Timestamp
 import shardstream
 from shardstream.errors import ConfigurationError, ResumeTokenError, ResumeTokenNotFound
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.resume_token import decode_token_document, encode_token
+from shardstream.resume_token import ResumeTokenData, decode_token_document, encode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from tests import factories as make
 
@@ -34,6 +34,15 @@ def _shards(tmp_path: Path) -> dict[str, FileOplogSource]:
         path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
         sources[name] = FileOplogSource(name, str(path))
     return sources
+
+
+def _token_of_a_missing_event(token: ResumeTokenData) -> ResumeTokenData:
+    """A token at ``token``'s time for a delete no shard ever wrote."""
+    return ResumeTokenData(
+        cluster_time=token.cluster_time,
+        uuid=token.uuid,
+        event_identifier={"operationType": "delete", "documentKey": {"_id": 99}},
+    )
 
 
 def _keys(events: list[dict[str, Any]]) -> list[Any]:
@@ -122,11 +131,7 @@ def test_live_sources_may_have_nothing_ready_yet() -> None:
 def test_resuming_from_an_event_no_shard_has_fails_naming_the_token(tmp_path: Path) -> None:
     events = list(shardstream.watch(_shards(tmp_path)))
     token = decode_token_document(events[2]["_id"])
-    missing = token.__class__(
-        cluster_time=token.cluster_time,
-        uuid=token.uuid,
-        event_identifier={"operationType": "delete", "documentKey": {"_id": 99}},
-    )
+    missing = _token_of_a_missing_event(token)
     document = encode_token(missing).to_document()
     with pytest.raises(ResumeTokenNotFound, match=document["_data"]) as caught:
         list(shardstream.watch(_shards(tmp_path), resume_after=document))
@@ -167,11 +172,7 @@ def test_a_fatal_error_closes_the_stream(tmp_path: Path) -> None:
     # that is not resumable; shardstream never resumes by itself), so alive turns False.
     events = list(shardstream.watch(_shards(tmp_path)))
     token = decode_token_document(events[2]["_id"])
-    missing = token.__class__(
-        cluster_time=token.cluster_time,
-        uuid=token.uuid,
-        event_identifier={"operationType": "delete", "documentKey": {"_id": 99}},
-    )
+    missing = _token_of_a_missing_event(token)
     stream = shardstream.watch(_shards(tmp_path), resume_after=encode_token(missing).to_document())
     with pytest.raises(ResumeTokenNotFound):
         stream.try_next()

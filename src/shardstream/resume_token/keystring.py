@@ -50,6 +50,12 @@ from shardstream.resume_token.keystring_numbers import (
     read_number_of_type,
     zero_of_type,
 )
+from shardstream.resume_token.keystring_payloads import (
+    DATE_SIGN_FLIP,
+    append_bin_data,
+    append_date,
+    append_string_bytes,
+)
 from shardstream.resume_token.keystring_raw import append_raw_document
 from shardstream.resume_token.type_bits import TypeBitsReader, TypeBitsWriter
 
@@ -57,7 +63,6 @@ _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-_DATE_SIGN_FLIP = 1 << 63
 _MAX_NESTING = 200  # deeper than BSON's own limit (100); stops runaway recursion on garbage
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _UTC = datetime.UTC
@@ -118,16 +123,15 @@ def _append_rare(out: bytearray, bits: TypeBitsWriter, value: Any, depth: int) -
         out.append(ctype.TIMESTAMP)
         out += value.time.to_bytes(4, "big") + value.inc.to_bytes(4, "big")
     elif isinstance(value, Binary):
-        _append_bin_data(out, value.subtype, bytes(value))
+        append_bin_data(out, value.subtype, bytes(value))
     elif isinstance(value, bytes):
-        _append_bin_data(out, 0, value)
+        append_bin_data(out, 0, value)
     elif isinstance(value, uuid.UUID):
-        _append_bin_data(out, 4, value.bytes)
+        append_bin_data(out, 4, value.bytes)
     elif isinstance(value, Decimal128):
         encode_decimal128(value, out, bits)
     elif isinstance(value, datetime.datetime | DatetimeMS):
-        out.append(ctype.DATE)
-        out += ((_date_millis(value) & ((1 << 64) - 1)) ^ _DATE_SIGN_FLIP).to_bytes(8, "big")
+        append_date(out, _date_millis(value))
     elif isinstance(value, Code):
         if value.scope is None:
             out.append(ctype.CODE)
@@ -209,21 +213,7 @@ _RARE_GENERIC_CTYPES: tuple[tuple[type | tuple[type, ...], int], ...] = (
 
 
 def _append_string_body(out: bytearray, text: str) -> None:
-    # NUL is escaped as 00 FF so that a terminating 00 always sorts first.
-    out += text.encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\xff")
-    out.append(0)
-
-
-def _append_bin_data(out: bytearray, subtype: int, data: bytes) -> None:
-    out.append(ctype.BIN_DATA)
-    # The length precedes the subtype so that shorter BinData sorts first.
-    if len(data) < 0xFF:
-        out.append(len(data))
-    else:
-        out.append(0xFF)
-        out += len(data).to_bytes(4, "big")
-    out.append(subtype)
-    out += data
+    append_string_bytes(out, text.encode("utf-8", "surrogatepass"))
 
 
 def _append_regex(out: bytearray, value: Regex[Any] | re.Pattern[Any]) -> None:
@@ -332,8 +322,8 @@ def _read_rare(code: int, reader: ByteReader, bits: TypeBitsReader, depth: int) 
         data = reader.read(size)
         return Binary(data, subtype)
     if code == ctype.DATE:
-        millis = reader.read_uint_be(8) ^ _DATE_SIGN_FLIP
-        return _millis_to_date(millis - (1 << 64) if millis >= _DATE_SIGN_FLIP else millis)
+        millis = reader.read_uint_be(8) ^ DATE_SIGN_FLIP
+        return _millis_to_date(millis - (1 << 64) if millis >= DATE_SIGN_FLIP else millis)
     if code == ctype.REGEX:
         pattern = _utf8(reader.read_cstring(), "regex pattern")
         return Regex(pattern, _utf8(reader.read_cstring(), "regex flags"))

@@ -25,14 +25,17 @@ from shardstream.resume_token.keystring_numbers import (
     append_double,
     append_int,
 )
+from shardstream.resume_token.keystring_payloads import (
+    append_bin_data,
+    append_date,
+    append_string_bytes,
+)
 from shardstream.resume_token.type_bits import TypeBitsWriter
 
 _DOUBLE = struct.Struct("<d")
 _INT32 = struct.Struct("<i")
 _INT64 = struct.Struct("<q")
 _UINT32 = struct.Struct("<I")
-_DATE_SIGN_FLIP: Final = 1 << 63
-_MASK64: Final = (1 << 64) - 1
 _MAX_NESTING: Final = 200
 
 # The CType written before a field, by BSON element type (numbers share one, as do bools).
@@ -114,8 +117,7 @@ def _append_element(
     if kind in (0x02, 0x0E, 0x0D):
         text, after = _string(view, pos, end)
         out.append(ctype.CODE if kind == 0x0D else ctype.STRING_LIKE)
-        out += text.replace(b"\x00", b"\x00\xff")
-        out.append(0)
+        append_string_bytes(out, text)
         if kind != 0x0D:
             bits.append_bit(1 if kind == 0x0E else 0)
         return after
@@ -169,9 +171,7 @@ def _append_rare(
         out.append(ctype.BOOL_TRUE if view[pos] else ctype.BOOL_FALSE)
         return _checked(pos + 1, end)
     if kind == 0x09:
-        millis = _INT64.unpack_from(view, pos)[0]
-        out.append(ctype.DATE)
-        out += ((millis & _MASK64) ^ _DATE_SIGN_FLIP).to_bytes(8, "big")
+        append_date(out, _INT64.unpack_from(view, pos)[0])
         return _checked(pos + 8, end)
     if kind == 0x11:
         increment, seconds = (
@@ -187,10 +187,7 @@ def _append_rare(
         data = bytes(view[pos + 5 : _checked(pos + 5 + size, end)])
         if subtype == 2 and len(data) >= 4:
             data = data[4:]  # the old binary subtype repeats its length inside
-        out.append(ctype.BIN_DATA)
-        out += bytes((len(data),)) if len(data) < 0xFF else b"\xff" + len(data).to_bytes(4, "big")
-        out.append(subtype)
-        out += data
+        append_bin_data(out, subtype, data)
         return pos + 5 + size
     if kind == 0x13:
         encode_decimal128(
@@ -212,8 +209,7 @@ def _append_rare(
         total = _INT32.unpack_from(view, pos)[0]
         source, scope_at = _string(view, pos + 4, end)
         out.append(ctype.CODE_WITH_SCOPE)
-        out += source.replace(b"\x00", b"\x00\xff")
-        out.append(0)
+        append_string_bytes(out, source)
         scope_size = _INT32.unpack_from(view, scope_at)[0]
         _append_fields(out, bits, view, scope_at + 4, scope_at + scope_size - 1, depth)
         return _checked(pos + int(total), end)
