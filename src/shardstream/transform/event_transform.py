@@ -191,7 +191,9 @@ class EventTransform:
                 apply_ops_ts if apply_ops_ts is not None else ts,
                 entry.get(f.APPLY_OPS_INDEX) or 0,
             )
-            change.raw_update = entry.get("o") if operation_type == f.UPDATE else None
+        if operation_type == f.UPDATE:
+            # The oplog's own diff: post-images and lakehouse mirrors replay it exactly.
+            change.raw_update = entry.get("o")
         return change
 
     def _apply_ddl(self, ddl: DdlEvent, leading: dict[str, Any]) -> tuple[str, Any, Any]:
