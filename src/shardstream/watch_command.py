@@ -32,6 +32,18 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     add_stream_options(parser)
     parser.add_argument("--max-events", type=int, help="stop after this many events")
     parser.add_argument(
+        "--read-preference",
+        default="primary",
+        choices=["primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"],
+        help="which member of each shard to tail (secondaries offload primaries; default primary)",
+    )
+    parser.add_argument(
+        "--no-shard-monitor",
+        action="store_true",
+        help="do not tail the config server for shards added mid-stream (if getShardMap is "
+        "refused); only the shards listed at the start are read",
+    )
+    parser.add_argument(
         "--stats", action="store_true", help="print throughput and per-shard lag to stderr"
     )
     parser.set_defaults(handler=run_watch)
@@ -41,7 +53,13 @@ def run_watch(args: argparse.Namespace) -> int:
     """Run ``watch`` until interrupted (or ``--max-events``); errors exit 1 with one line."""
     try:
         options = options_from_args(args)
-        with watch(args.uri, max_await_time_ms=1000, **watch_arguments(options)) as stream:
+        with watch(
+            args.uri,
+            max_await_time_ms=1000,
+            read_preference=args.read_preference,
+            monitor_shards=not args.no_shard_monitor,
+            **watch_arguments(options),
+        ) as stream:
             _follow(stream, args.max_events, args.stats, sys.stdout, sys.stderr)
     except ShardstreamError as exc:
         print(f"shardstream watch: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)

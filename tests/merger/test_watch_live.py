@@ -97,6 +97,7 @@ def test_the_watch_command_writes_the_merged_stream(
                 cluster.shard(name).append(entry)
             cluster.shard(name).set_majority(entries[-1]["ts"])
         argv = ["watch", cluster.uri, "--start-at-operation-time", "1700000000,1"]
+        argv += ["--read-preference", "nearest"]
         assert main([*argv, "--max-events", "4", "--stats"]) == 0
     out, err = capsys.readouterr()
     keys = [json.loads(line)["documentKey"]["_id"]["$numberInt"] for line in out.splitlines()]

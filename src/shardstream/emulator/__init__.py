@@ -10,6 +10,9 @@ one-shot faults (hang-ups, error codes, stalls, silent cursor death, oplog roll-
         shard.append({"ts": Timestamp(10, 1), "op": "n", "o": {}})
         client = MongoClient(shard.uri)
 
+A config server replica set (``cluster.config``) logs every ``add_shard`` / ``remove_shard``
+as a ``config.shards`` write in its oplog, as a real one does.
+
 Authentication, TLS and compression are not emulated: every connection is accepted
 unauthenticated, and a ``saslStart`` gets ``CommandNotFound``.
 """
@@ -17,6 +20,7 @@ unauthenticated, and a ``saslStart`` gets ``CommandNotFound``.
 from __future__ import annotations
 
 from shardstream.emulator.cluster import EmulatedCluster, EmulatedMongos
+from shardstream.emulator.config_server import EmulatedConfigServer
 from shardstream.emulator.faults import CommandError, ErrorReply, Hangup, SilentDeath, Stall
 from shardstream.emulator.node import EmulatedNode
 from shardstream.emulator.oplog import OplogStore
@@ -25,6 +29,7 @@ from shardstream.emulator.replica_set import EmulatedReplicaSet
 __all__ = [
     "CommandError",
     "EmulatedCluster",
+    "EmulatedConfigServer",
     "EmulatedMongos",
     "EmulatedNode",
     "EmulatedReplicaSet",

@@ -3,7 +3,8 @@
 The mongos answers what shard discovery needs: ``hello`` with ``msg: "isdbgrid"``,
 ``listShards`` and ``find`` on ``config.shards``, whose ``host`` strings
 (``name/127.0.0.1:port``) point at the emulated replica sets, so real discovery code
-reaches the shards without any address mapping.
+reaches the shards without any address mapping; ``getShardMap`` names the config
+server too, whose oplog records every shard added or removed while the cluster runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Self
 
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.config_server import EmulatedConfigServer
 from shardstream.emulator.faults import CommandError
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.replica_set import EmulatedReplicaSet
@@ -29,11 +31,12 @@ class EmulatedMongos(EmulatedNode):
         super().__init__(max_wire_version=max_wire_version)
         self._cluster = cluster
         self._commands["listshards"] = self._list_shards
+        self._commands["getshardmap"] = self._get_shard_map
 
     def cluster_time(self) -> Timestamp:
-        """The highest cluster time among the shards."""
+        """The highest cluster time among the shards and the config server."""
         times = [shard.cluster_time() for shard in self._cluster.shards]
-        return max(times, default=_START)
+        return max([*times, self._cluster.config.cluster_time()])
 
     def role_fields(self) -> Body:
         """``msg: isdbgrid`` marks a mongos; without it pymongo sees a Standalone."""
@@ -51,6 +54,14 @@ class EmulatedMongos(EmulatedNode):
         if body.get("$db") != "admin":
             raise CommandError(13, "Unauthorized", "listShards may only be run against admin")
         return {"shards": self._cluster.shard_documents(), "ok": 1.0}
+
+    def _get_shard_map(self, body: Body) -> Body:
+        if body.get("$db") != "admin":
+            raise CommandError(13, "Unauthorized", "getShardMap may only be run against admin")
+        # As on a real mongos, the config server is always listed, under the id "config".
+        hosts = {"config": self._cluster.config.shard_host}
+        hosts.update((shard.name, shard.shard_host) for shard in self._cluster.shards)
+        return {"map": hosts, "connStrings": hosts, "ok": 1.0}
 
 
 class EmulatedCluster:
@@ -75,6 +86,9 @@ class EmulatedCluster:
         self._shards: dict[str, EmulatedReplicaSet] = {}
         self._names = iter(range(10_000))  # bounded supply of shard numbers
         self._running = False
+        self._topology_times: dict[str, Timestamp] = {}
+        self._retired: list[EmulatedReplicaSet] = []  # removed shards, still running
+        self.config = EmulatedConfigServer(self._majority_time, max_wire_version=max_wire_version)
         self.mongos = EmulatedMongos(self, max_wire_version=max_wire_version)
         for _ in range(shards):
             self._new_shard(None)
@@ -102,7 +116,12 @@ class EmulatedCluster:
     def shard_documents(self) -> list[Body]:
         """The ``config.shards`` / ``listShards`` documents for the current shards."""
         return [
-            {"_id": shard.name, "host": shard.shard_host, "state": 1, "topologyTime": _START}
+            {
+                "_id": shard.name,
+                "host": shard.shard_host,
+                "state": 1,
+                "topologyTime": self._topology_times.get(shard.name, _START),
+            }
             for shard in self.shards
         ]
 
@@ -111,22 +130,52 @@ class EmulatedCluster:
         """The mongos URI."""
         return f"mongodb://{self.mongos.host}/"
 
-    def add_shard(self, name: str | None = None) -> EmulatedReplicaSet:
-        """Create a shard (started if the cluster runs) and list it on the mongos."""
+    def add_shard(
+        self, name: str | None = None, *, ts: Timestamp | None = None
+    ) -> EmulatedReplicaSet:
+        """Create a shard (started if the cluster runs), list it, and log its addition.
+
+        Args:
+            name: the shard's name (default ``shardNN``).
+            ts: when the config server logs the addition; default: just after the
+                newest entry of any shard or of the config server.
+        """
         shard = self._new_shard(name)
         if self._running:
             shard.start()
+        ts = ts or self._next_time()
+        self._topology_times[shard.name] = ts
+        self.config.record_shard_added(ts, self.shard_documents()[-1])
         return shard
 
-    def remove_shard(self, name: str) -> EmulatedReplicaSet:
-        """Unlist the shard ``name`` and stop it; return it."""
+    def remove_shard(
+        self, name: str, *, ts: Timestamp | None = None, stop: bool = False
+    ) -> EmulatedReplicaSet:
+        """Unlist the shard ``name`` and log its removal at ``ts`` (default: next).
+
+        As after a real ``removeShard``, the replica set keeps running (its cursors can
+        still be read) unless ``stop``; the cluster stops it with everything else.
+        """
+        ts = ts or self._next_time()
         with self._lock:
             shard = self._shards.pop(name)
-        shard.stop()
+            self._retired.append(shard)
+        self.config.record_shard_removed(ts, name)
+        if stop:
+            shard.stop()
         return shard
 
+    def _next_time(self) -> Timestamp:
+        newest = self.mongos.cluster_time()
+        return Timestamp(newest.time, newest.inc + 1)
+
+    def _majority_time(self) -> Timestamp | None:
+        points = [p for p in (shard.oplog.majority for shard in self.shards) if p is not None]
+        return max(points, default=None)
+
     def start(self) -> Self:
-        """Start every shard, then the mongos."""
+        """Start the config server, every shard, then the mongos."""
+        self.config.start()
         for shard in self.shards:
             shard.start()
         self.mongos.start()
@@ -134,11 +183,12 @@ class EmulatedCluster:
         return self
 
     def stop(self) -> None:
-        """Stop the mongos and every shard, joining their threads."""
+        """Stop the mongos, every shard and the config server, joining their threads."""
         self._running = False
         self.mongos.stop()
-        for shard in self.shards:
+        for shard in [*self.shards, *self._retired]:
             shard.stop()
+        self.config.stop()
 
     def __enter__(self) -> Self:
         """Start the cluster."""

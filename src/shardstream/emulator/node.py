@@ -53,6 +53,7 @@ class EmulatedNode(FaultMethods, ABC):
         self.max_wire_version = max_wire_version
         self.faults = FaultQueue()
         self.commands_seen: list[str] = []  # lower-cased command names, for assertions
+        self.last_bodies: dict[str, Body] = {}  # the latest body per command name, likewise
         self._stopping = threading.Event()
         self._server = WireServer(self, self._stopping)
         self._topology = threading.Condition()
@@ -155,6 +156,7 @@ class EmulatedNode(FaultMethods, ABC):
         """Answer one request (see :class:`~shardstream.emulator.server.RequestHandler`)."""
         name = request.command.lower()
         self.commands_seen.append(name)
+        self.last_bodies[name] = request.body
         fault = self.faults.take(name)
         if isinstance(fault, Hangup):
             return False

@@ -18,11 +18,12 @@ from typing import Any, Final
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, OplogError
+from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
 from shardstream.merger.event_match import compile_pipeline
 from shardstream.merger.merged_stream import MergedStream
 from shardstream.merger.topology import TopologySource
-from shardstream.oplog.live_cluster import open_live_cluster
+from shardstream.oplog.live_cluster import connect_live_cluster
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
@@ -159,6 +160,9 @@ def watch(
     lookup: DocumentLookup | PerShardLookup | None = None,
     topology: TopologySource | None = None,
     ignore_removed_shards: bool = False,
+    monitor_shards: bool = True,
+    read_preference: str = "primary",
+    client_options: Mapping[str, Any] | None = None,
     **internal_options: Any,
 ) -> ChangeStream:
     """Open a change stream over every shard, merged as mongos merges it.
@@ -182,6 +186,13 @@ def watch(
         lookup: reads documents for the image options.
         topology: shard additions and removals (a ``config.shards`` monitor).
         ignore_removed_shards: go on when a shard leaves (accepting a possible gap).
+        monitor_shards: on a live cluster, tail the config server's oplog so shards
+            added mid-stream are read from the time they join, as mongos does; without
+            it only the shards listed at the start are read.
+        read_preference: on a live cluster, the member each tailer reads (``primary``,
+            ``primaryPreferred``, ``secondary``, ``secondaryPreferred``, ``nearest``).
+        client_options: on a live cluster, extra ``MongoClient`` options for the shard
+            and config-server connections (TLS files, timeouts, ...).
         internal_options: the server's internal flags as ChangeStreamOptions names
             (``show_system_events``, ``show_raw_update_description``, ``server_version``,
             ``token_version`` ...).
@@ -212,16 +223,28 @@ def watch(
         wants_images = options.full_document != "default" or (
             options.full_document_before_change != "off"
         )
-        sources, chosen, live_lookup = open_live_cluster(
+        live = connect_live_cluster(
             source,
             start=start,
             await_ms=min(max_await_time_ms or 1000, 1000),
+            read_preference=read_preference,
+            client_options=client_options,
             with_lookup=wants_images and lookup is None,
+            with_config=topology is None and monitor_shards,
         )
-        lookup = lookup or live_lookup
+        lookup = lookup or live.lookup
         if start is None:
-            options = options.with_options(start_at_operation_time=chosen)
-        source = sources
+            options = options.with_options(start_at_operation_time=live.start)
+        if topology is None and monitor_shards:
+            if live.config_source is None:
+                live.close()
+                raise OplogError(
+                    "mongos did not name its config server (getShardMap was refused), so "
+                    "shards added or removed mid-stream cannot be followed; grant the "
+                    "clusterMonitor role, or pass monitor_shards=False to accept that"
+                )
+            topology = ConfigShardsMonitor(live.config_source, live.start, live.open_shard)
+        source = live.sources
     merged = MergedStream(
         source,
         options,

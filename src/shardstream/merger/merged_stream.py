@@ -234,6 +234,9 @@ class MergedStream:
         """Close every shard's source, and the lookup's connections."""
         for reader in self._readers.values():
             reader.source.close()
+        close_topology = getattr(self._topology, "close", None)
+        if close_topology is not None:
+            close_topology()
         close_lookup = getattr(self._lookup, "close", None)
         if close_lookup is not None:
             close_lookup()

@@ -59,10 +59,29 @@ class ShardInfo:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClusterInfo:
-    """What discovery found: the shards (in listing order) and the cluster's time."""
+    """What discovery found: the shards (in listing order) and the cluster's time.
+
+    Attributes:
+        shards: the data shards.
+        cluster_time: the cluster's time when the shards were listed.
+        config: the config server replica set (``getShardMap``'s ``config`` entry),
+            whose oplog records shards added and removed; None if mongos refused.
+        base_uri: the URI shard URIs are built from (credentials and options).
+    """
 
     shards: tuple[ShardInfo, ...]
     cluster_time: Timestamp
+    config: ShardInfo | None = None
+    base_uri: str = dataclasses.field(default="", repr=False)
+
+    def shard_from_host(self, name: str, host: str) -> ShardInfo:
+        """A shard named ``name`` at ``host`` (a ``config.shards`` host string).
+
+        Raises:
+            OplogError: the host string is malformed.
+        """
+        set_name, hosts = parse_shard_host(host)
+        return ShardInfo(name, host, set_name, hosts, shard_uri(self.base_uri, set_name, hosts))
 
 
 def parse_shard_host(host: str) -> tuple[str | None, tuple[str, ...]]:
@@ -220,11 +239,27 @@ def _discover(client: MongoClient[Any], base_uri: str | None) -> ClusterInfo:
     if base_uri is None:  # the client knows its addresses only once it has connected
         address = ",".join(f"{host}:{port}" for host, port in sorted(client.nodes))
         base_uri = f"mongodb://{address or 'localhost'}/"
+    info = ClusterInfo((), cluster_time, base_uri=base_uri)
     shards = []
     for doc in list_shard_documents(client):
         name, host = doc.get("_id"), doc.get("host")
         if not isinstance(name, str) or not isinstance(host, str):
             raise OplogError(f"expected shard documents with string _id and host, got {doc!r:.120}")
-        set_name, hosts = parse_shard_host(host)
-        shards.append(ShardInfo(name, host, set_name, hosts, shard_uri(base_uri, set_name, hosts)))
-    return ClusterInfo(tuple(shards), cluster_time)
+        shards.append(info.shard_from_host(name, host))
+    config_host = _config_server_host(client)
+    config = None if config_host is None else info.shard_from_host("config", config_host)
+    return dataclasses.replace(info, shards=tuple(shards), config=config)
+
+
+def _config_server_host(client: MongoClient[Any]) -> str | None:
+    """The config server's host string from ``getShardMap``; None if refused."""
+    try:
+        reply = client.admin.command("getShardMap")
+    except OperationFailure:
+        return None  # e.g. Unauthorized: the caller decides whether it can do without
+    except PyMongoError as exc:
+        raise OplogError(f"getShardMap failed on mongos: {redact_text(str(exc))}") from None
+    host = (reply.get("map") or {}).get("config")
+    if not isinstance(host, str):
+        raise OplogError(f"expected getShardMap to name the config server, got {reply!r:.160}")
+    return host

@@ -2,21 +2,109 @@
 
 From a mongos URI (or a connected ``MongoClient``): discover the shards, pick the
 start point as mongos would when none is given (its current cluster time plus one
-tick, the same point on every shard), and start a tailer per shard.
+tick, the same point on every shard), and start a tailer per shard, plus one on the
+config server's oplog, where shards added and removed are recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
-from shardstream.oplog.cluster_discovery import discover_cluster
+from shardstream.oplog.cluster_discovery import ClusterInfo, discover_cluster
 from shardstream.oplog.live_lookup import LiveDocumentLookup
 from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.source import OplogSource
+
+# Opens the oplog of a shard added mid-stream: (name, config.shards host, start) -> source.
+ShardOpener = Callable[[str, str, Timestamp], OplogSource]
+
+
+@dataclasses.dataclass(slots=True)
+class LiveCluster:
+    """What :func:`connect_live_cluster` opened.
+
+    Attributes:
+        sources: a tailer per shard, all from ``start``.
+        start: where every shard starts.
+        lookup: the document lookup, when asked for.
+        config_source: a tailer on the config server's oplog from ``start`` (None when
+            not asked for, or when mongos would not name the config server).
+        open_shard: opens a shard that joins later, with the same options.
+    """
+
+    sources: dict[str, OplogSource]
+    start: Timestamp
+    lookup: LiveDocumentLookup | None
+    config_source: OplogSource | None
+    open_shard: ShardOpener
+
+    def close(self) -> None:
+        """Close every tailer and the lookup."""
+        for source in self.sources.values():
+            source.close()
+        if self.config_source is not None:
+            self.config_source.close()
+        if self.lookup is not None:
+            self.lookup.close()
+
+
+def connect_live_cluster(
+    cluster: str | MongoClient[Any],
+    *,
+    start: Timestamp | None = None,
+    await_ms: int = 1000,
+    read_preference: str = "primary",
+    client_options: Mapping[str, Any] | None = None,
+    with_lookup: bool = False,
+    with_config: bool = False,
+) -> LiveCluster:
+    """Discover the cluster and start tailing it.
+
+    Args:
+        cluster: a mongos URI, or a MongoClient connected to mongos.
+        start: where every shard starts; default: the cluster's time + 1 tick.
+        await_ms: how long each tailer's getMore waits for new entries.
+        read_preference: which member each tailer reads (secondaries offload primaries).
+        client_options: extra MongoClient options for the shard connections.
+        with_lookup: also build the lookup the image options (``fullDocument``,
+            ``fullDocumentBeforeChange``) need.
+        with_config: also tail the config server's oplog (the ``config.shards`` monitor).
+
+    Raises:
+        OplogError: the cluster cannot be reached or listed (the URI is redacted).
+    """
+    info = discover_cluster(cluster, client_options=dict(client_options or {}))
+    if start is None:
+        now = info.cluster_time
+        start = Timestamp(now.time, now.inc + 1)
+
+    def open_shard(name: str, host: str, at: Timestamp) -> OplogSource:
+        return LiveOplogSource(
+            name,
+            info.shard_from_host(name, host).uri,
+            start=at,
+            await_ms=await_ms,
+            read_preference=read_preference,
+            client_options=client_options,
+        )
+
+    opened = LiveCluster({}, start, None, None, open_shard)
+    try:
+        for shard in info.shards:
+            opened.sources[shard.name] = open_shard(shard.name, shard.host, start)
+        if with_config and info.config is not None:
+            opened.config_source = open_shard("config", info.config.host, start)
+        if with_lookup:
+            opened.lookup = _lookup(cluster, info, client_options)
+    except BaseException:
+        opened.close()
+        raise
+    return opened
 
 
 def open_live_cluster(
@@ -30,44 +118,26 @@ def open_live_cluster(
 ) -> tuple[dict[str, OplogSource], Timestamp, LiveDocumentLookup | None]:
     """Return a tailer per shard, the time they start at, and (if asked) a document lookup.
 
-    Args:
-        cluster: a mongos URI, or a MongoClient connected to mongos.
-        start: where every shard starts; default: the cluster's time + 1 tick.
-        await_ms: how long each tailer's getMore waits for new entries.
-        read_preference: which member each tailer reads (secondaries offload primaries).
-        client_options: extra MongoClient options for the shard connections.
-        with_lookup: also build the lookup the image options (``fullDocument``,
-            ``fullDocumentBeforeChange``) need.
-
-    Raises:
-        OplogError: the cluster cannot be reached or listed (the URI is redacted).
+    The shard tailers of :func:`connect_live_cluster`, without the config server's.
     """
-    info = discover_cluster(cluster, client_options=dict(client_options or {}))
-    if start is None:
-        now = info.cluster_time
-        start = Timestamp(now.time, now.inc + 1)
-    sources: dict[str, OplogSource] = {}
-    try:
-        for shard in info.shards:
-            sources[shard.name] = LiveOplogSource(
-                shard.name,
-                shard.uri,
-                start=start,
-                await_ms=await_ms,
-                read_preference=read_preference,
-                client_options=client_options,
-            )
-    except BaseException:
-        for source in sources.values():
-            source.close()
-        raise
-    lookup = None
-    if with_lookup:
-        owns = isinstance(cluster, str)
-        if isinstance(cluster, str):
-            mongos: MongoClient[Any] = MongoClient(cluster, **dict(client_options or {}))
-        else:
-            mongos = cluster
-        uris = {shard.name: shard.uri for shard in info.shards}
-        lookup = LiveDocumentLookup(mongos, uris, client_options, owns_mongos=owns)
-    return sources, start, lookup
+    opened = connect_live_cluster(
+        cluster,
+        start=start,
+        await_ms=await_ms,
+        read_preference=read_preference,
+        client_options=client_options,
+        with_lookup=with_lookup,
+    )
+    return opened.sources, opened.start, opened.lookup
+
+
+def _lookup(
+    cluster: str | MongoClient[Any], info: ClusterInfo, client_options: Mapping[str, Any] | None
+) -> LiveDocumentLookup:
+    owns = isinstance(cluster, str)
+    if isinstance(cluster, str):
+        mongos: MongoClient[Any] = MongoClient(cluster, **dict(client_options or {}))
+    else:
+        mongos = cluster
+    uris = {shard.name: shard.uri for shard in info.shards}
+    return LiveDocumentLookup(mongos, uris, client_options, owns_mongos=owns)

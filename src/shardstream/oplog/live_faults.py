@@ -12,7 +12,12 @@ import dataclasses
 import enum
 from typing import Final
 
-from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
+from pymongo.errors import (
+    ConnectionFailure,
+    OperationFailure,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
 
 from shardstream.errors import ConfigurationError
 
@@ -26,6 +31,9 @@ RESUMABLE_CODES: Final = frozenset(
 )
 # CappedPositionLost: the cursor's position was truncated away; ChangeStreamHistoryLost.
 HISTORY_LOST_CODES: Final = frozenset({136, 286})
+# A refused login never heals by retrying. pymongo reports it inside the server-selection
+# timeout (the server is marked Unknown with the auth error as its cause), as text only.
+_AUTH_FAILURES: Final = ("AuthenticationFailed", "'code': 18,")
 
 
 class Verdict(enum.Enum):
@@ -50,6 +58,10 @@ def classify(exc: BaseException) -> Verdict:
             return Verdict.RETRY
         if exc.has_error_label("RetryableReadError"):
             return Verdict.RETRY
+        return Verdict.FATAL
+    if isinstance(exc, ServerSelectionTimeoutError) and any(
+        marker in str(exc) for marker in _AUTH_FAILURES
+    ):
         return Verdict.FATAL
     if isinstance(exc, ConnectionFailure):
         return Verdict.RETRY

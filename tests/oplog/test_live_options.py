@@ -1,0 +1,106 @@
+"""Live tailers: read preference, refused logins, and the config server found by discovery."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from bson.timestamp import Timestamp
+from pymongo import MongoClient
+
+import shardstream
+from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet, ErrorReply
+from shardstream.errors import ConfigurationError, OplogError
+from shardstream.oplog.cluster_discovery import discover_cluster
+from shardstream.oplog.live_faults import RetryPolicy
+from shardstream.oplog.live_source import LiveOplogSource
+
+from .live_helpers import AWAIT_MS, fill, poll
+
+SECRET = "s3cr3t-Pa55"
+
+
+@pytest.fixture
+def shard() -> Iterator[EmulatedReplicaSet]:
+    """A started one-node shard holding noops at seconds 1..3, committed."""
+    with EmulatedReplicaSet("rs0") as rs:
+        fill(rs, 1, 3)
+        yield rs
+
+
+@pytest.mark.parametrize("mode", ["primaryPreferred", "secondaryPreferred", "nearest"])
+def test_the_tailer_reads_with_the_requested_read_preference(
+    shard: EmulatedReplicaSet, mode: str
+) -> None:
+    source = LiveOplogSource(
+        "shard00", shard.uri, start=Timestamp(1, 1), read_preference=mode, await_ms=AWAIT_MS
+    )
+    try:
+        batches = poll(source, lambda got: sum(len(b.entries) for b in got) >= 3)
+    finally:
+        source.close()
+    assert [e["ts"] for b in batches for e in b.entries] == [Timestamp(s, 1) for s in (1, 2, 3)]
+    # The find carried the mode (pymongo only sends $readPreference for non-primary modes).
+    assert shard.last_bodies["find"]["$readPreference"]["mode"] == mode
+
+
+def test_an_unknown_read_preference_is_a_configuration_error(shard: EmulatedReplicaSet) -> None:
+    with pytest.raises(ConfigurationError, match="fastest is not a valid read preference"):
+        LiveOplogSource("shard00", shard.uri, start=Timestamp(1, 1), read_preference="fastest")
+
+
+def test_a_refused_login_fails_at_once_without_retrying(shard: EmulatedReplicaSet) -> None:
+    for _ in range(10):  # more than one attempt would need: only the first may be used
+        shard.faults.add("saslstart", ErrorReply(18, "AuthenticationFailed", "Auth failed."))
+    uri = f"mongodb://app:{SECRET}@{shard.host}/?replicaSet=rs0&serverSelectionTimeoutMS=300"
+    source = LiveOplogSource(
+        "shard00",
+        uri,
+        start=Timestamp(1, 1),
+        await_ms=AWAIT_MS,
+        retry=RetryPolicy(max_retries=5, initial_backoff=1.0),
+    )
+    began = time.monotonic()
+    try:
+        with pytest.raises(OplogError) as raised:
+            poll(source, lambda _b: False, timeout=20)
+    finally:
+        source.close()
+    assert "AuthenticationFailed" in str(raised.value)
+    assert "gave up" not in str(raised.value)
+    assert SECRET not in str(raised.value)
+    assert time.monotonic() - began < 5  # five retries would take over 30 s
+
+
+def test_watch_passes_read_preference_to_every_tailer() -> None:
+    with EmulatedCluster(shards=2) as cluster:
+        for shard in cluster.shards:
+            fill(shard, 1, 3)
+        with shardstream.watch(
+            cluster.uri,
+            start_at_operation_time=Timestamp(1, 1),
+            read_preference="secondaryPreferred",
+            max_await_time_ms=100,
+        ) as stream:
+            nodes = [*cluster.shards, cluster.config]
+            deadline = time.monotonic() + 5
+            while not all("find" in node.last_bodies for node in nodes):
+                assert time.monotonic() < deadline, [node.commands_seen for node in nodes]
+                stream.try_next()
+        for node in nodes:
+            assert node.last_bodies["find"]["$readPreference"]["mode"] == "secondaryPreferred"
+
+
+def test_discovery_names_the_config_server() -> None:
+    with EmulatedCluster(shards=1) as cluster:
+        client: MongoClient[dict[str, Any]] = MongoClient(cluster.uri)
+        try:  # the emulator has no logins: the credentials come from the URI given beside
+            info = discover_cluster(client, uri=f"mongodb://app:{SECRET}@{cluster.mongos.host}/")
+        finally:
+            client.close()
+        assert info.config is not None
+        assert info.config.set_name == cluster.config.name
+        assert f"app:{SECRET}@" in info.config.uri  # the tailer logs in as the user did
+        assert SECRET not in repr(info)
