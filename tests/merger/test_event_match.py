@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from shardstream.errors import ConfigurationError
 from shardstream.merger import event_match_values as bv
 from shardstream.merger.event_match import compile_match, compile_pipeline
+from shardstream.merger.event_match_order import compare
 from shardstream.resume_token import UNDEFINED, DBPointer, Symbol
 from shardstream.resume_token.keystring import append_value
 from shardstream.resume_token.type_bits import TypeBitsWriter
@@ -641,8 +642,8 @@ def test_order_agrees_with_keystring(left: Any, right: Any) -> None:
     # KeyString bytes sort exactly as the server's BSON comparison (key_string.cpp), so
     # the resume-token encoder is an independent oracle for the value order.
     expected = (_keystring(left) > _keystring(right)) - (_keystring(left) < _keystring(right))
-    assert bv.compare(left, right) == expected
-    assert bv.compare(right, left) == -expected
+    assert compare(left, right) == expected
+    assert compare(right, left) == -expected
 
 
 @given(SCALARS.filter(lambda v: not isinstance(v, Symbol | DBPointer) and v is not UNDEFINED))

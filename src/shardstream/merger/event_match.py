@@ -17,13 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-from bson.max_key import MaxKey
-from bson.min_key import MinKey
 from bson.regex import Regex
 
 from shardstream.errors import ConfigurationError
+from shardstream.merger import event_match_leaves as leaves
 from shardstream.merger import event_match_values as bv
-from shardstream.resume_token import UNDEFINED
 
 __all__ = ["SUPPORTED_OPERATORS", "compile_match", "compile_pipeline"]
 
@@ -51,10 +49,6 @@ _UNSUPPORTED_PATH: Final = frozenset((
 _PATHLESS: Final = frozenset(("$and", "$or", "$nor", "$comment")) | _UNSUPPORTED_TOP
 # Keywords that take a path: a document led by one is rejected inside $all.
 _PATH_KEYWORDS: Final = frozenset(SUPPORTED_OPERATORS[4:]) - {"$not"} | _UNSUPPORTED_PATH
-_COMPARE: Final[dict[str, Callable[[int], bool]]] = {
-    "$eq": lambda c: c == 0, "$lt": lambda c: c < 0, "$lte": lambda c: c <= 0,
-    "$gt": lambda c: c > 0, "$gte": lambda c: c >= 0,
-}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,8 +177,8 @@ def _path_node(value: Any) -> _Node:
 def _equal_or_search(value: Any) -> _Test:
     # A regex given where a value is expected searches strings ({a: /x/}, $in, $all).
     if isinstance(value, Regex | re.Pattern):
-        return _regex_test(*bv.regex_source(value))
-    return _comparison("$eq", value)
+        return leaves.regex_test(*bv.regex_source(value))
+    return leaves.comparison_test("$eq", value)
 
 
 def _operators(spec: Mapping[str, Any]) -> _Node:
@@ -196,8 +190,8 @@ def _operators(spec: Mapping[str, Any]) -> _Node:
 
 
 def _operator(operator: str, argument: Any, spec: Mapping[str, Any]) -> _Node:
-    if operator in _COMPARE:
-        return _Leaf(_comparison(operator, argument))
+    if operator in leaves.COMPARISONS:
+        return _Leaf(leaves.comparison_test(operator, argument))
     if operator in ("$ne", "$nin"):
         if operator == "$ne" and isinstance(argument, Regex | re.Pattern):
             raise ConfigurationError("Can't have regex as arg to $ne.")
@@ -228,76 +222,9 @@ def _operator(operator: str, argument: Any, spec: Mapping[str, Any]) -> _Node:
     return _Leaf(builder(spec if operator == "$regex" else argument), operator != "$elemMatch")
 
 
-def _comparison(operator: str, rhs: Any) -> _Test:
-    try:
-        bv.check_bson(rhs)
-    except TypeError as exc:
-        raise ConfigurationError(f"{operator} needs a BSON value: {exc}") from exc
-    if rhs is UNDEFINED:
-        raise ConfigurationError("cannot compare to undefined")
-    rhs_bracket, rhs_nan, accept = bv.canonical_type(rhs), bv.is_nan(rhs), _COMPARE[operator]
-    missing_passes = operator in ("$eq", "$lte", "$gte")
-
-    def test(value: Any) -> bool:
-        bracket = bv.canonical_type(value)
-        if bracket != rhs_bracket:
-            # Type bracketing: no match across brackets, but for null vs missing and the keys.
-            if bracket + rhs_bracket == bv.NULL_BRACKET:
-                return value is bv.MISSING and missing_passes
-            if isinstance(rhs, MaxKey | MinKey):
-                return operator in (("$lt", "$lte") if isinstance(rhs, MaxKey) else ("$gt", "$gte"))
-            return False
-        if operator != "$eq" and (rhs_nan or bv.is_nan(value)):
-            # NaN equals NaN but is neither below nor above anything.
-            return operator in ("$lte", "$gte") and rhs_nan and bv.is_nan(value)
-        return accept(bv.compare(value, rhs))
-
-    return test
-
-
-def _regex_document(spec: Mapping[str, Any]) -> _Test:
-    # Flags come with a Regex value or from $options, not both (parseRegexDocument).
-    pattern, flags = "", ""
-    for key, value in spec.items():
-        if key not in ("$regex", "$options"):
-            continue
-        if key == "$regex" and isinstance(value, Regex | re.Pattern):
-            pattern, own = bv.regex_source(value)
-        elif isinstance(value, str):
-            pattern, own = (value, "") if key == "$regex" else (pattern, value)
-        else:
-            raise ConfigurationError(f"{key} has to be a string, got {value!r}")
-        if flags and (own or key == "$options"):
-            raise ConfigurationError("options set in both $regex and $options")
-        flags = own or flags
-    return _regex_test(pattern, flags)
-
-
-def _regex_test(pattern: str, flags: str) -> _Test:
-    try:
-        compiled = bv.compile_regex(pattern, flags)
-    except ValueError as exc:
-        raise ConfigurationError(f"{exc} (in /{pattern}/{flags})") from exc
-
-    def test(value: Any) -> bool:
-        # Strings are searched; a stored regex matches only the identical regex.
-        if isinstance(value, str) and bv.bson_type(value) in (2, 14):
-            return compiled.search(value) is not None
-        if isinstance(value, Regex | re.Pattern):
-            return bv.regex_source(value) == (pattern, flags)
-        return False
-
-    return test
-
-
-def _type_test(argument: Any) -> _Test:
-    codes = bv.type_codes(argument)
-    return lambda value: value is not bv.MISSING and bv.bson_type(value) in codes
-
-
 def _negated(argument: Any) -> _Node:
     if isinstance(argument, Regex | re.Pattern):
-        return _Leaf(_regex_test(*bv.regex_source(argument)))
+        return _Leaf(leaves.regex_test(*bv.regex_source(argument)))
     if not isinstance(argument, Mapping) or not argument:
         raise ConfigurationError(f"$not needs a regex or a nonempty document, got {argument!r}")
     return _operators(argument)
@@ -334,26 +261,9 @@ def _elem_match(spec: Any) -> _Test:
     )
 
 
-def _mod_test(argument: Any) -> _Test:
-    # Operands truncate toward zero, like a dividend (ModMatchExpression).
-    operands = [bv.truncated_int64(item) for item in argument] if bv.is_array(argument) else []
-    if len(operands) != 2 or None in operands:
-        raise ConfigurationError(f"malformed mod: needs [divisor, remainder], got {argument!r}")
-    divisor, remainder = operands
-    if divisor == 0:
-        raise ConfigurationError("divisor cannot be 0")
-
-    def test(value: Any) -> bool:
-        dividend = bv.truncated_int64(value)
-        if dividend is None or divisor is None:
-            return False
-        # C++ '%': the remainder takes the dividend's sign (overflow::safeMod).
-        result = 0 if divisor == -1 else abs(dividend) % abs(divisor)
-        return (-result if dividend < 0 else result) == remainder
-
-    return test
-
-
 _LEAF_BUILDERS: Final[dict[str, Callable[[Any], _Test]]] = {
-    "$regex": _regex_document, "$type": _type_test, "$elemMatch": _elem_match, "$mod": _mod_test,
-}  # fmt: skip
+    "$regex": leaves.regex_document_test,
+    "$type": leaves.type_test,
+    "$elemMatch": _elem_match,
+    "$mod": leaves.mod_test,
+}

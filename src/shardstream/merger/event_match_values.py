@@ -8,11 +8,10 @@ that leads nowhere yields.
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final, cast
@@ -155,28 +154,28 @@ def is_number(value: Any) -> bool:
 
 def is_nan(value: Any) -> bool:
     """Whether ``value`` is a double or decimal NaN."""
-    return isinstance(value, float | Decimal128) and math.isnan(_number(value))
+    return isinstance(value, float | Decimal128) and math.isnan(number_value(value))
 
 
 def truncated_int64(value: Any) -> int | None:
     """A number rounded toward zero, or None if not a finite number that fits in 64 bits."""
-    if not is_number(value) or not math.isfinite(_number(value)):
+    if not is_number(value) or not math.isfinite(number_value(value)):
         return None
-    result = int(_number(value))  # int() of a float or Decimal truncates toward zero
+    result = int(number_value(value))  # int() of a float or Decimal truncates toward zero
     return result if _INT64_MIN <= result < -_INT64_MIN else None
 
 
 def exact_int64(value: Any) -> int | None:
     """A number with no fractional part as an int, or None (non-integral, NaN, too large)."""
     result = truncated_int64(value)
-    return result if result is not None and _number(value) == result else None
+    return result if result is not None and number_value(value) == result else None
 
 
 def true_value(value: Any) -> bool:
     """BSONElement::trueValue: numbers are true when non-zero, null false, all else true."""
     if value is None or value is MISSING or value is UNDEFINED or isinstance(value, bool):
         return bool(value)
-    return _number(value) != 0 if is_number(value) else True
+    return number_value(value) != 0 if is_number(value) else True
 
 
 def regex_source(value: Regex[Any] | re.Pattern[Any]) -> tuple[str, str]:
@@ -205,99 +204,14 @@ def compile_regex(pattern: str, flags: str) -> re.Pattern[str]:
         raise ValueError(f"Regular expression is invalid: {exc}") from exc
 
 
-def compare(left: Any, right: Any) -> int:
-    """-1, 0 or 1 as the server orders two values: by bracket first, then within it."""
-    bracket, other = canonical_type(left), canonical_type(right)
-    if bracket != other:
-        return -1 if bracket < other else 1
-    if bracket in (10, 20, 25, 65):
-        return _compare_same(bracket, left, right)
-    return _sign(_sort_key(bracket, left), _sort_key(bracket, right))
-
-
-def _compare_same(bracket: int, left: Any, right: Any) -> int:
-    if bracket == 10:
-        left_nan, right_nan = is_nan(left), is_nan(right)
-        if left_nan or right_nan:  # NaN sorts below every number and equals itself
-            return 0 if left_nan and right_nan else (-1 if left_nan else 1)
-        return _sign(_number(left), _number(right))
-    if bracket == 65:  # code with scope: the code, then the scope document
-        return _sign(str(left), str(right)) or _compare_fields(
-            left.scope.items(), right.scope.items()
-        )
-    return _compare_fields(_fields(left), _fields(right))
-
-
-def _sort_key(bracket: int, value: Any) -> Any:
-    """An order-preserving key for brackets whose values compare as plain tuples."""
-    if bracket in (15, 60):  # UTF-8 byte order is code point order, so str order serves
-        return str(value)
-    if bracket == 30:  # BinData: length, then subtype, then bytes
-        data, subtype = (
-            (value.bytes, 4)
-            if isinstance(value, uuid.UUID)
-            else (bytes(value), getattr(value, "subtype", 0))
-        )
-        return (len(data), subtype, data)
-    if bracket == 35:
-        return value.binary
-    if bracket == 40:
-        return int(value)
-    if bracket == 45:
-        return _millis(value)
-    if bracket == 47:
-        return (value.time, value.inc)
-    if bracket == 50:
-        return regex_source(value)
-    if bracket == 55:  # DBPointer: namespace length, namespace, then the ObjectId
-        namespace = value.namespace.encode()
-        return (len(namespace), namespace, value.oid.binary)
-    return 0  # MinKey, MaxKey, null, missing/undefined: one value per bracket
-
-
-def _compare_fields(left: Iterable[tuple[str, Any]], right: Iterable[tuple[str, Any]]) -> int:
-    # BSONObj::woCompare: per field the type bracket, then the name, then the value;
-    # a document that runs out first sorts first.  Field order therefore matters.
-    right_items = iter(right)
-    for name, value in left:
-        other = next(right_items, None)
-        if other is None:
-            return 1
-        other_name, other_value = other
-        result = (
-            _sign(canonical_type(value), canonical_type(other_value))
-            or _sign(name, other_name)
-            or compare(value, other_value)
-        )
-        if result:
-            return result
-    return -1 if next(right_items, None) is not None else 0
-
-
-def _fields(value: Any) -> Iterable[tuple[str, Any]]:
-    return cast("Mapping[str, Any]", as_document(value, arrays=True)).items()
-
-
-def _number(value: Any) -> int | float | Decimal:
+def number_value(value: Any) -> int | float | Decimal:
+    """A number as a Python value that compares exactly with the others."""
     # Python compares int, float and Decimal exactly, as compare_numbers.h does.  A signalling
     # NaN is quieted: BSON orders every NaN alike, and Decimal would raise on comparing it.
     if isinstance(value, Decimal128):
         number = value.to_decimal()
         return Decimal("NaN") if number.is_snan() else number
     return cast("int | float", value)
-
-
-def _millis(value: datetime | DatetimeMS) -> int:
-    if isinstance(value, DatetimeMS):
-        return int(value)
-    offset = value.utcoffset()  # naive datetimes are UTC, as pymongo encodes them
-    if offset is not None:
-        value = value - offset
-    return calendar.timegm(value.timetuple()) * 1000 + value.microsecond // 1000
-
-
-def _sign(left: Any, right: Any) -> int:
-    return int(left > right) - int(left < right)
 
 
 def iter_path(document: Mapping[str, Any], parts: Sequence[str], expand: bool) -> Iterator[Any]:

@@ -27,6 +27,7 @@ from pymongo.uri_parser import parse_uri
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live_faults import RetryPolicy, Verdict, classify
+from shardstream.oplog.live_majority import Majority, check_history, idle_promise, read_majority
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import OplogBatch
 
@@ -259,7 +260,13 @@ class LiveOplogSource:
             while not self._stop.is_set():
                 doc: Entry | None = next(cursor, None)
                 if not checked:
-                    self._check_history(bound)
+                    check_history(
+                        self._oplog_local,
+                        bound,
+                        resuming=self._last_ts is not None,
+                        start=self._start,
+                        where=self._where,
+                    )
                     checked = True
                 if doc is None:  # an empty awaitData batch, or a dead cursor
                     if not cursor.alive:
@@ -283,60 +290,17 @@ class LiveOplogSource:
             raise OplogError(f"{self._where}: expected a ts above {previous!r}, got {ts!r:.60}")
         return doc
 
-    def _check_history(self, bound: Timestamp) -> None:
-        """Fail unless the oplog still reaches ``bound`` now that the cursor is positioned.
-
-        Checked after the find's first batch: truncation only removes the oldest entries,
-        so if an entry at or below ``bound`` exists now, it existed when the find chose its
-        first entry, and nothing between ``bound`` and that entry was skipped.
-        """
-        oldest = self._oplog_local.find_one({}, {"ts": 1}, sort=[("$natural", 1)])
-        first = None if oldest is None else oldest.get("ts")
-        if first is None and self._last_ts is None:
-            return  # an empty oplog has lost nothing (a real oplog is never empty)
-        if first is None or first > bound:
-            raise ChangeStreamHistoryLost(
-                f"{self._where}: the oplog no longer reaches {bound!r} "
-                f"(start {self._start!r}); its first entry is now {first!r}"
-            )
-
-    def _read_majority(self) -> tuple[Timestamp, str] | None:
-        """The shard's majority commit point and the member that reported it, if known."""
-        try:
-            hello = self._client.admin.command("hello", read_preference=self._oplog.read_preference)
-        except PyMongoError as exc:
+    def _read_majority(self) -> Majority | None:
+        def log(exc: PyMongoError) -> None:
             _log.debug("%s: hello failed: %s", self._where, self._redact(exc))
-            return None  # the cursor's own reads will surface a lasting failure
-        optime = (hello.get("lastWrite") or {}).get("majorityOpTime") or {}
-        ts, me = optime.get("ts"), hello.get("me")
-        if isinstance(ts, Timestamp) and isinstance(me, str):
-            return ts, me.lower()
-        return None
 
-    def _idle_promise_from(
-        self, majority: tuple[Timestamp, str] | None, cursor: Cursor[Any]
-    ) -> None:
-        """Promise the majority point ``majority`` after an empty read of ``cursor``.
+        return read_majority(self._client, self._oplog, log)
 
-        Why this is safe: ``majority`` was read *before* the getMore that came back empty,
-        from the very member serving the cursor. Majority-committed ``ts`` values are final
-        (they cannot roll back, and a primary only assigns larger ones), and the oplog at or
-        below the majority point has no holes visible to a majority read: a member advances
-        its commit point only past entries that are written with no gaps below them. So the
-        empty majority read, taken at a snapshot at or after ``majority``, saw every entry at
-        or below it, and all of them were already queued. Never promise beyond it: entries
-        above it may still be in flight, or appear later through an oplog hole.
-        """
-        if majority is None or cursor.address is None:
-            return
-        ts, me = majority
-        host, port = cursor.address
-        if me != f"{host}:{port}".lower():
-            return  # another member's commit point says nothing about this cursor's reads
+    def _idle_promise_from(self, majority: Majority | None, cursor: Cursor[Any]) -> None:
+        """Publish ``majority`` as the idle promise if :func:`idle_promise` allows it."""
         with self._lock:
-            if self._last_ts is not None and ts <= self._last_ts:
-                return
-            if self._idle_promise is None or ts > self._idle_promise:
+            ts = idle_promise(majority, cursor.address, self._last_ts)
+            if ts is not None and (self._idle_promise is None or ts > self._idle_promise):
                 self._idle_promise = ts
 
     def _enqueue(self, batch: list[Entry]) -> None:
