@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.waiting_utils import wait_for_logs
@@ -35,9 +36,10 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _script(config_port: int, shard_ports: list[int], mongos_port: int) -> str:
+def _script(config_port: int, shard_ports: list[int], mongos_port: int, spare: int) -> str:
     sets = [("cfg", config_port, "--configsvr")]
     sets += [(f"shard{i}", port, "--shardsvr") for i, port in enumerate(shard_ports)]
+    added = len(shard_ports) - spare  # the last `spare` replica sets run but are not added
     lines = ["set -e"]
     for name, port, role in sets:
         lines.append(f"mkdir -p /data/{name}")
@@ -52,7 +54,7 @@ def _script(config_port: int, shard_ports: list[int], mongos_port: int) -> str:
         f"mongos --bind_ip_all --fork --logpath /tmp/mongos.log --port {mongos_port} "
         f"--configdb cfg/localhost:{config_port}"
     )
-    for i, port in enumerate(shard_ports):
+    for i, port in enumerate(shard_ports[:added]):
         add = f"sh.addShard('shard{i}/localhost:{port}')"
         lines.append(f'mongosh --quiet --port {mongos_port} --eval "{add}"')
     lines.append(f"echo '{READY}'")
@@ -60,14 +62,40 @@ def _script(config_port: int, shard_ports: list[int], mongos_port: int) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """A running cluster: its mongos URI, and replica sets ready to be added as shards."""
+
+    uri: str
+    spare_shards: tuple[str, ...]  # "shardN/localhost:port" host strings for addShard
+    shard_uris: tuple[str, ...]  # a direct URI per replica set, added or spare
+    config_uri: str
+
+
 @contextmanager
-def sharded_cluster(image: str, shards: int = 2) -> Iterator[str]:
-    """Start the cluster; yield its mongos URI; remove the container afterwards."""
-    config_port, mongos_port, *shard_ports = _free_ports(2 + shards)
+def sharded_cluster(image: str, shards: int = 2, spare: int = 0) -> Iterator[Cluster]:
+    """Start the cluster; yield it; remove the container afterwards.
+
+    Args:
+        image: e.g. ``mongo:8.0``.
+        shards: replica sets added as shards at start.
+        spare: further replica sets started but not added (a test adds them).
+    """
+    config_port, mongos_port, *shard_ports = _free_ports(2 + shards + spare)
     container = DockerContainer(image).with_kwargs(entrypoint=["bash", "-c"])
-    container = container.with_command([_script(config_port, shard_ports, mongos_port)])
+    script = _script(config_port, shard_ports, mongos_port, spare)
+    container = container.with_command([script])
     for port in (config_port, mongos_port, *shard_ports):
         container = container.with_bind_ports(port, port)
     with container:
         wait_for_logs(container, READY, timeout=180)
-        yield f"mongodb://localhost:{mongos_port}/?directConnection=false"
+        yield Cluster(
+            uri=f"mongodb://localhost:{mongos_port}/?directConnection=false",
+            spare_shards=tuple(
+                f"shard{i}/localhost:{port}" for i, port in enumerate(shard_ports) if i >= shards
+            ),
+            shard_uris=tuple(
+                f"mongodb://localhost:{port}/?directConnection=true" for port in shard_ports
+            ),
+            config_uri=f"mongodb://localhost:{config_port}/?directConnection=true",
+        )

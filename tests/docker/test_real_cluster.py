@@ -11,57 +11,42 @@ engine there); it skips with the reason.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
 from pymongo import MongoClient
 
 import shardstream
 from tests.docker.sharded_cluster import sharded_cluster
+from tests.docker.workload import move_a_chunk, read_until, run_workload
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+IMAGES = ["mongo:7.0", "mongo:8.0"]
 
 
-def _workload(client: MongoClient[Any]) -> None:
-    admin = client.admin
-    admin.command("enableSharding", "app")
-    admin.command("shardCollection", "app.c", key={"_id": "hashed"})
-    collection = client.app.c
-    collection.insert_many([{"_id": n, "v": n} for n in range(100)])
-    collection.update_many({"_id": {"$lt": 20}}, {"$set": {"v": -1}, "$inc": {"n": 1}})
-    collection.delete_many({"_id": {"$gte": 90}})
-    with client.start_session() as session, session.start_transaction():
-        collection.insert_many([{"_id": 1000 + n} for n in range(10)], session=session)
-    shards = [shard["_id"] for shard in admin.command("listShards")["shards"]]
-    chunk = client.config.chunks.find_one({}) or {}
-    if chunk.get("shard") in shards:
-        target = next(name for name in shards if name != chunk["shard"])
-        admin.command("moveChunk", "app.c", bounds=[chunk["min"], chunk["max"]], to=target)
-    collection.insert_one({"_id": "last"})
-
-
-def _events(stream: Any, until: str, timeout: float = 60) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = stream.try_next()
-        if event is None:
-            continue
-        events.append(event)
-        if event.get("documentKey", {}).get("_id") == until:
-            return events
-    raise AssertionError(f"the stream did not reach {until!r} in {timeout}s ({len(events)} events)")
-
-
-@pytest.mark.parametrize("image", ["mongo:7.0", "mongo:8.0"])
+@pytest.mark.parametrize("image", IMAGES)
 def test_shardstream_watch_equals_native_watch(docker_engine: None, image: str) -> None:
-    with sharded_cluster(image) as uri, MongoClient(uri) as client:
+    with sharded_cluster(image) as cluster, MongoClient(cluster.uri) as client:
         start = client.admin.command("ping")["operationTime"]
-        _workload(client)
+        run_workload(client)
         with client.watch(start_at_operation_time=start) as native:
-            expected = _events(native, "last")
-        with shardstream.watch(uri, start_at_operation_time=start) as ours:
-            got = _events(ours, "last")
+            expected = read_until(native, "last")
+        with shardstream.watch(cluster.uri, start_at_operation_time=start) as ours:
+            got = read_until(ours, "last")
     assert [event["_id"] for event in got] == [event["_id"] for event in expected]
     assert got == expected
+
+
+@pytest.mark.parametrize("image", IMAGES)
+def test_a_shard_added_mid_stream_is_followed(docker_engine: None, image: str) -> None:
+    with sharded_cluster(image, spare=1) as cluster, MongoClient(cluster.uri) as client:
+        start = client.admin.command("ping")["operationTime"]
+        with shardstream.watch(cluster.uri, start_at_operation_time=start) as ours:
+            run_workload(client)
+            added = client.admin.command("addShard", cluster.spare_shards[0])["shardAdded"]
+            move_a_chunk(client, "app.c", to=added)  # the new shard now owns data
+            client.app.c.insert_many([{"_id": f"n{n}"} for n in range(50)])
+            client.app.c.insert_one({"_id": "after-add"})
+            got = read_until(ours, "after-add")
+        with client.watch(start_at_operation_time=start) as native:
+            expected = read_until(native, "after-add")
+    assert {event.get("documentKey", {}).get("_id") for event in got} >= {"last", "after-add"}
+    assert [event["_id"] for event in got] == [event["_id"] for event in expected]
