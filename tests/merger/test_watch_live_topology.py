@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 import shardstream
@@ -123,3 +124,22 @@ def test_without_get_shard_map_watch_says_what_to_do() -> None:
         ) as stream:
             _write(cluster, "shard00", make.insert(T[2], {"_id": "z"}))
             assert _keys(_collect(stream, 1)) == ["z"]
+
+
+def test_pre_images_of_an_added_shard_come_from_that_shard() -> None:
+    with EmulatedCluster(shards=1) as cluster:
+        _write(cluster, "shard00", make.noop(T[1]))
+        with shardstream.watch(
+            cluster.uri,
+            start_at_operation_time=T[1],
+            full_document_before_change="required",
+            max_await_time_ms=100,
+        ) as stream:
+            added = cluster.add_shard("shard01", ts=T[2])
+            added.append(make.noop(T[1]))  # a replica set's oplog begins before it joins
+            key = {"nsUUID": make.COLLECTION_UUID, "ts": T[4], "applyOpsIndex": Int64(0)}
+            added.insert("config.system.preimages", {"_id": key, "preImage": {"_id": 1, "v": 0}})
+            _write(cluster, "shard01", make.update(T[4], 1, {"u": {"v": 1}}), make.noop(T[6]))
+            _write(cluster, "shard00", make.noop(T[6]))
+            (event,) = _collect(stream, 1)
+    assert event["fullDocumentBeforeChange"] == {"_id": 1, "v": 0}

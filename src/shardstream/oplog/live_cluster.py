@@ -84,9 +84,12 @@ def connect_live_cluster(
         start = Timestamp(now.time, now.inc + 1)
 
     def open_shard(name: str, host: str, at: Timestamp) -> OplogSource:
+        uri = info.shard_from_host(name, host).uri
+        if opened.lookup is not None:
+            opened.lookup.add_shard(name, uri)
         return LiveOplogSource(
             name,
-            info.shard_from_host(name, host).uri,
+            uri,
             start=at,
             await_ms=await_ms,
             read_preference=read_preference,

@@ -47,6 +47,10 @@ class LiveDocumentLookup:
         self._options = dict(client_options or {})
         self._clients: dict[str, MongoClient[Any]] = {}
 
+    def add_shard(self, shard: str, uri: str) -> None:
+        """Make a shard that joined mid-stream known (its pre-images live on it)."""
+        self._shard_uris.setdefault(shard, uri)
+
     def for_shard(self, shard: str) -> ShardDocumentLookup:
         """The lookup one shard's pipeline uses (its pre-images are on that shard)."""
         return ShardDocumentLookup(self, shard)
