@@ -7,7 +7,6 @@ code: discovery through mongos, one tailer per shard, majority reads.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import bson
@@ -17,20 +16,9 @@ from bson.timestamp import Timestamp
 import shardstream
 from shardstream.cli import main
 from shardstream.emulator import EmulatedCluster
-from shardstream.merger.change_stream import ChangeStream
 from shardstream.oplog.file_source import FileOplogSource
 from tests import factories as make
-
-
-def _collect(stream: ChangeStream, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count:
-        assert time.monotonic() < deadline, f"only {len(events)} of {count} events arrived"
-        event = stream.try_next()
-        if event is not None:
-            events.append(event)
-    return events
+from tests.merger.stream_helpers import collect
 
 
 def _oplogs() -> dict[str, list[dict[str, Any]]]:
@@ -58,7 +46,7 @@ def test_watching_a_cluster_uri_merges_its_shards_like_the_files(tmp_path: Any) 
         with shardstream.watch(
             cluster.uri, start_at_operation_time=start, max_await_time_ms=100
         ) as stream:
-            live = _collect(stream, 4)
+            live = collect(stream, 4)
     files = {}
     for name, entries in oplogs.items():
         path = tmp_path / f"{name}.bson"
@@ -82,7 +70,7 @@ def test_without_a_start_the_stream_begins_at_the_cluster_time() -> None:
             # shard00's next periodic noop lets shard01's later event through the gate.
             cluster.shard("shard00").append(make.noop(t[6]))
             cluster.shard("shard00").set_majority(t[6])
-            events = _collect(stream, 2)
+            events = collect(stream, 2)
     assert [e["documentKey"]["_id"] for e in events] == ["new-shard00", "new-shard01"]
 
 
@@ -140,7 +128,7 @@ def test_update_lookup_and_pre_images_come_from_the_live_cluster() -> None:
             full_document_before_change="whenAvailable",
             max_await_time_ms=100,
         ) as stream:
-            insert, update = _collect(stream, 2)
+            insert, update = collect(stream, 2)
     assert insert["fullDocument"] == {"_id": 1, "v": 0}
     assert update["fullDocument"] == {"_id": 1, "v": 7}
     assert update["fullDocumentBeforeChange"] == {"_id": 1, "v": 0}

@@ -17,21 +17,10 @@ from bson.timestamp import Timestamp
 import shardstream
 from shardstream.emulator import EmulatedCluster, ErrorReply
 from shardstream.errors import ChangeStreamHistoryLost, OplogError
-from shardstream.merger.change_stream import ChangeStream
 from tests import factories as make
+from tests.merger.stream_helpers import collect
 
 T = [Timestamp(1700000300, i) for i in range(20)]
-
-
-def _collect(stream: ChangeStream, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count:
-        assert time.monotonic() < deadline, f"only {len(events)} of {count} events arrived"
-        event = stream.try_next()
-        if event is not None:
-            events.append(event)
-    return events
 
 
 def _write(cluster: EmulatedCluster, shard: str, *entries: dict[str, Any]) -> None:
@@ -57,7 +46,7 @@ def test_a_shard_added_mid_stream_is_read_from_its_add_time() -> None:
             _write(cluster, "shard02", make.insert(T[4], {"_id": "c"}), make.noop(T[6]))
             _write(cluster, "shard01", make.insert(T[5], {"_id": "b"}), make.noop(T[6]))
             _write(cluster, "shard00", make.noop(T[6]))
-            events = _collect(stream, 3)
+            events = collect(stream, 3)
             assert _keys(events) == ["a", "c", "b"]
             assert stream.shard_positions()["shard02"] is not None
 
@@ -74,7 +63,7 @@ def test_the_monitor_gates_the_merge_until_the_config_server_moves() -> None:
             while time.monotonic() < deadline:
                 assert stream.try_next() is None  # a shard might still be added before T2
             cluster.config.periodic_noops = True
-            assert _keys(_collect(stream, 1)) == ["a"]
+            assert _keys(collect(stream, 1)) == ["a"]
 
 
 def test_a_removed_shard_fails_the_stream_naming_it() -> None:
@@ -84,13 +73,13 @@ def test_a_removed_shard_fails_the_stream_naming_it() -> None:
         with shardstream.watch(
             cluster.uri, start_at_operation_time=T[1], max_await_time_ms=100
         ) as stream:
-            assert _keys(_collect(stream, 1)) == ["a"]
+            assert _keys(collect(stream, 1)) == ["a"]
             removed = cluster.remove_shard("shard01", ts=T[4])
             _write(cluster, "shard00", make.noop(T[5]))
             removed.append(make.noop(T[5]))  # a removed shard's mongod runs on
             removed.set_majority(T[5])
             with pytest.raises(ChangeStreamHistoryLost, match="shard 'shard01' was removed"):
-                _collect(stream, 1)
+                collect(stream, 1)
 
 
 def test_ignore_removed_shards_goes_on_reading() -> None:
@@ -108,7 +97,7 @@ def test_ignore_removed_shards_goes_on_reading() -> None:
             removed.append(make.insert(T[5], {"_id": "y"}))
             removed.append(make.noop(T[6]))
             removed.set_majority(T[6])
-            assert _keys(_collect(stream, 2)) == ["x", "y"]
+            assert _keys(collect(stream, 2)) == ["x", "y"]
 
 
 def test_without_get_shard_map_watch_says_what_to_do() -> None:
@@ -123,7 +112,7 @@ def test_without_get_shard_map_watch_says_what_to_do() -> None:
             cluster.uri, start_at_operation_time=T[1], monitor_shards=False, max_await_time_ms=100
         ) as stream:
             _write(cluster, "shard00", make.insert(T[2], {"_id": "z"}))
-            assert _keys(_collect(stream, 1)) == ["z"]
+            assert _keys(collect(stream, 1)) == ["z"]
 
 
 def test_pre_images_of_an_added_shard_come_from_that_shard() -> None:
@@ -141,5 +130,5 @@ def test_pre_images_of_an_added_shard_come_from_that_shard() -> None:
             added.insert("config.system.preimages", {"_id": key, "preImage": {"_id": 1, "v": 0}})
             _write(cluster, "shard01", make.update(T[4], 1, {"u": {"v": 1}}), make.noop(T[6]))
             _write(cluster, "shard00", make.noop(T[6]))
-            (event,) = _collect(stream, 1)
+            (event,) = collect(stream, 1)
     assert event["fullDocumentBeforeChange"] == {"_id": 1, "v": 0}
