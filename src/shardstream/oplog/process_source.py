@@ -1,14 +1,11 @@
 """Layer 1: one shard's live ``local.oplog.rs`` tailed in a child process.
 
 The child runs an ordinary :class:`~shardstream.oplog.live_source.LiveOplogSource` (the
-same tail loop, retry rules, history checks and majority-bounded promises), told to read
-entries as raw BSON, and ships each batch to the parent as one message: the promise and
-the entries' bytes, concatenated as the server sent them. The parent decodes them with
-the oplog codec options, so the merger sees the dicts a thread tailer would hand it.
-
-Why a process at all: a tailer thread parses replies and iterates cursors under the
-parent's GIL, next to the merge. The price is a pipe copy of every entry, and a spawn
-per shard (about half a second of start-up). ``benchmarks/README.md`` measures both.
+same tail loop, retry rules, history checks and majority-bounded promises) reading raw
+BSON, and ships each batch to the parent as one message of the entries' bytes as the
+server sent them; the parent decodes them with the oplog codec options, so the merger
+sees what a thread tailer hands it. Cursor work leaves the parent's GIL, for a pipe
+copy of every entry and a spawn per shard (``benchmarks/README.md`` weighs both).
 
 Messages are ``tag + payload`` byte strings on a duplex pipe: the child sends batches
 (``B``), idle promises (``P``), errors (``E``), fetched entries (``F``/``G``) and log
@@ -28,53 +25,32 @@ from multiprocessing.connection import Connection
 from typing import Any, Final
 
 import bson
-from bson.binary import UuidRepresentation
-from bson.codec_options import CodecOptions, DatetimeConversion
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
-from pymongo.uri_parser import parse_uri
 
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
 from shardstream.oplog import live_source
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
-from shardstream.oplog.live_faults import RetryPolicy
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import OplogBatch
 
-# spawn, not fork: the parent has threads (other tailers, pymongo's monitors), and a
-# forked child would inherit their locks in whatever state they were in.
+# spawn, not fork: a forked child would inherit the locks of the parent's threads as is.
 _CONTEXT: Final = multiprocessing.get_context("spawn")
-_RAW_OPTIONS: Final = CodecOptions(
-    document_class=RawBSONDocument,
-    tz_aware=True,
-    uuid_representation=UuidRepresentation.UNSPECIFIED,
-    datetime_conversion=DatetimeConversion.DATETIME_AUTO,
-)
+_RAW_OPTIONS: Final = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
 _TS: Final = struct.Struct(">II")
 _CHILD_POLL_S: Final = 0.002  # how long an idle child waits for a request before re-polling
 _STOP_GRACE_S: Final = 5.0  # beyond await_ms, before close() terminates a child
-_ERRORS: Final[dict[str, type[Exception]]] = {
-    cls.__name__: cls for cls in (OplogError, ChangeStreamHistoryLost, ConfigurationError)
-}
+_ERRORS: Final = {e.__name__: e for e in (OplogError, ChangeStreamHistoryLost, ConfigurationError)}
 _log = logging.getLogger(__name__)
-
-
-def _pack_ts(ts: Timestamp) -> bytes:
-    return _TS.pack(ts.time, ts.inc)
-
-
-def _unpack_ts(data: bytes) -> Timestamp:
-    return Timestamp(*_TS.unpack_from(data))
 
 
 class ProcessOplogSource:
     """Tails shard ``name`` at ``shard_uri`` from ``start`` (inclusive) in a child process.
 
     Takes :class:`~shardstream.oplog.live_source.LiveOplogSource`'s arguments and keeps
-    its contract. Errors the child meets, including those the thread tailer raises from
-    its constructor (``ConfigurationError``), come out of :meth:`next_batch` with their
-    type and (already redacted) message. Like any ``spawn`` child, it re-imports the
-    caller's ``__main__``: scripts need an ``if __name__ == "__main__":`` guard.
+    its contract; errors the child meets (even the thread tailer's constructor errors)
+    come out of :meth:`next_batch` with their type and (redacted) message. As with any
+    ``spawn`` child, scripts need an ``if __name__ == "__main__":`` guard.
     """
 
     verifies_history = True  # the child's tailer checks its oplog on every open
@@ -85,35 +61,29 @@ class ProcessOplogSource:
         shard_uri: str,
         *,
         start: Timestamp,
-        read_preference: str = "primary",
         await_ms: int = 1000,
         batch_size: int = 1000,
-        max_queued_batches: int = 4,
-        retry: RetryPolicy | None = None,
-        client_options: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         """Start the child process (it connects lazily, like the thread tailer).
 
+        Args:
+            name, shard_uri, start, await_ms, batch_size: as for ``LiveOplogSource``.
+            options: its other keywords (``read_preference``, ``max_queued_batches``,
+                ``retry``, ``client_options``); they must pickle.
+
         Raises:
-            ConfigurationError: ``start`` is not a Timestamp, or the options cannot be
-                sent to a child process (they must pickle).
+            ConfigurationError: ``start`` is not a Timestamp, or the options do not pickle.
         """
         if not isinstance(start, Timestamp):
             raise ConfigurationError(f"expected start to be a bson Timestamp, got {start!r}")
         self._name = name
         self._where = f"shard {name!r} ({redact_uri(shard_uri)})"
         self._await_ms = await_ms
-        options = {
-            "read_preference": read_preference,
-            "await_ms": await_ms,
-            "batch_size": batch_size,
-            "max_queued_batches": max_queued_batches,
-            "retry": retry,
-            "client_options": dict(client_options or {}),
-        }
+        options.update(name=name, shard_uri=shard_uri, start=start)
+        options.update(await_ms=await_ms, batch_size=batch_size)
         self._conn, child_conn = _CONTEXT.Pipe(duplex=True)
-        level = logging.getLogger(live_source.__name__).getEffectiveLevel()
-        args = (child_conn, name, shard_uri, (start.time, start.inc), options, level)
+        args = (child_conn, options, logging.getLogger(live_source.__name__).getEffectiveLevel())
         self._process = _CONTEXT.Process(
             target=_child_main, args=args, name=f"oplog-tail-{name}", daemon=True
         )
@@ -140,11 +110,6 @@ class ProcessOplogSource:
         return self._name
 
     @property
-    def pid(self) -> int | None:
-        """The child's process id (None before it started)."""
-        return self._process.pid
-
-    @property
     def exitcode(self) -> int | None:
         """The child's exit code once closed: 0 if it stopped by itself (None before)."""
         return self._exitcode
@@ -159,13 +124,13 @@ class ProcessOplogSource:
         """
         if max_entries < 1:
             raise ConfigurationError(f"expected max_entries >= 1, got {max_entries!r}")
-        if not self._pending and self._failure is None and not self._closed:
+        if not self._pending and (self._inbox or self._failure is None) and not self._closed:
             message = self._receive()
             if message is not None and message[:1] == b"B":
                 decoded: list[dict[str, Any]] = bson.decode_all(message[1:], OPLOG_CODEC_OPTIONS)
                 self._pending.extend(decoded)
             elif message is not None:  # "P": the child's message order keeps this safe
-                idle = _unpack_ts(message[1:9])
+                idle = Timestamp(*_TS.unpack_from(message, 1))
                 if self._promise is None or idle > self._promise:
                     self._promise = idle
                     return OplogBatch((), idle)
@@ -188,23 +153,16 @@ class ProcessOplogSource:
         """
         if self._failure is not None or self._closed:
             raise OplogError(f"{self._where}: cannot read the entry at {ts!r}: tailer stopped")
-        try:
-            self._conn.send_bytes(b"f" + _pack_ts(ts))
-            while True:  # bounded: the child answers, fails, or dies (EOF)
-                self._conn.poll(None)
-                message = self._conn.recv_bytes()
-                tag = message[:1]
-                if tag == b"F":
-                    return bson.decode(message[1:], OPLOG_CODEC_OPTIONS) if message[1:] else None
-                if tag == b"G":
-                    raise _rebuild(message[1:], self._where)
-                if tag == b"L":
-                    _relog(message[1:])
-                else:
-                    self._inbox.append(message)  # a batch for next_batch, in order
-        except (EOFError, OSError) as exc:
-            self._failure = self._died()
-            raise self._failure from exc
+        with contextlib.suppress(OSError):  # a dead child is reported by the reads below
+            self._conn.send_bytes(b"f" + _TS.pack(ts.time, ts.inc))
+        while True:  # bounded: the child answers, fails, or dies (EOF)
+            message = self._receive(block=True, keep=True)
+            if message is None:
+                raise self._failure or OplogError(f"{self._where}: no answer for {ts!r}")
+            if message[:1] == b"F":
+                return bson.decode(message[1:], OPLOG_CODEC_OPTIONS) if message[1:] else None
+            if message[:1] == b"G":
+                raise _rebuild(message[1:], self._where)
 
     def close(self) -> None:
         """Stop the child (within about one ``await_ms``) and reap it."""
@@ -213,8 +171,7 @@ class ProcessOplogSource:
         self._closed = True
         with contextlib.suppress(OSError):  # the child may be gone already
             self._conn.send_bytes(b"s")
-        # Closing our end also frees a child blocked on sending into a full pipe.
-        self._conn.close()
+        self._conn.close()  # also frees a child blocked on sending into a full pipe
         self._process.join(self._await_ms / 1000 + _STOP_GRACE_S)
         if self._process.is_alive():
             _log.warning("%s: the tailer process did not stop; terminating it", self._where)
@@ -223,17 +180,21 @@ class ProcessOplogSource:
         self._exitcode = self._process.exitcode
         self._process.close()
 
-    def _receive(self) -> bytes | None:
-        """The next batch or promise message, if one is ready; records failures."""
-        while True:  # bounded: log records are finite and consumed one per pass
-            if self._inbox:
+    def _receive(self, *, block: bool = False, keep: bool = False) -> bytes | None:
+        """The next message (with ``keep``: fetch answers only, batches kept in order)."""
+        while True:  # bounded: each pass consumes one message, or returns
+            if self._inbox and not keep:
                 return self._inbox.popleft()
             try:
-                if not self._conn.poll(0):
+                if not self._conn.poll(None if block else 0):
                     return None
                 message = self._conn.recv_bytes()
             except (EOFError, OSError):
-                self._failure = self._died()
+                self._process.join(1.0)
+                self._failure = self._failure or OplogError(
+                    f"{self._where}: the tailer process exited unexpectedly "
+                    f"(exit code {self._process.exitcode!r})"
+                )
                 return None
             tag = message[:1]
             if tag == b"L":
@@ -241,31 +202,22 @@ class ProcessOplogSource:
             elif tag == b"E":
                 self._failure = _rebuild(message[1:], self._where)
                 return None
+            elif keep and tag in (b"B", b"P"):
+                self._inbox.append(message)
             else:
                 return message
-
-    def _died(self) -> OplogError:
-        self._process.join(1.0)
-        return OplogError(
-            f"{self._where}: the tailer process exited unexpectedly "
-            f"(exit code {self._process.exitcode!r})"
-        )
 
 
 def _rebuild(payload: bytes, where: str) -> Exception:
     kind, _, message = payload.decode("utf-8", "replace").partition("\0")
-    cls = _ERRORS.get(kind)
-    if cls is None:
-        return OplogError(f"{where}: the tailer process failed: {kind}: {message}")
-    return cls(message)
+    if kind in _ERRORS:
+        return _ERRORS[kind](message)
+    return OplogError(f"{where}: the tailer process failed: {kind}: {message}")
 
 
 def _relog(payload: bytes) -> None:
     level, logger, message = payload.decode("utf-8", "replace").split("\0", 2)
     logging.getLogger(logger).log(int(level), "%s (tailer process)", message)
-
-
-# -- the child -------------------------------------------------------------------------
 
 
 class _PipeLogHandler(logging.Handler):
@@ -283,14 +235,7 @@ class _PipeLogHandler(logging.Handler):
             self.handleError(record)
 
 
-def _child_main(
-    conn: Connection,
-    name: str,
-    shard_uri: str,
-    start: tuple[int, int],
-    options: dict[str, Any],
-    log_level: int,
-) -> None:
+def _child_main(conn: Connection, options: dict[str, Any], log_level: int) -> None:
     """The child: tail with a LiveOplogSource and forward everything to ``conn``."""
     send_lock = threading.Lock()  # log records come from the tailer's thread too
 
@@ -304,12 +249,12 @@ def _child_main(
     logger.propagate = False
     source: live_source.LiveOplogSource | None = None
     try:
-        source = _raw_source(name, shard_uri, Timestamp(*start), options)
+        source = _raw_source(options)
         _serve(source, conn, send, options["batch_size"])
     except (EOFError, OSError):
         pass  # the parent closed the pipe: stop
     except Exception as exc:
-        text = f"{type(exc).__name__}\0{redact_text(str(exc), _password(shard_uri))}"
+        text = f"{type(exc).__name__}\0{redact_text(str(exc))}"  # tailer errors are redacted
         with contextlib.suppress(OSError):
             send(b"E" + text.encode())
     finally:
@@ -318,16 +263,7 @@ def _child_main(
         conn.close()
 
 
-def _password(uri: str) -> str:
-    try:
-        return str(parse_uri(uri).get("password") or "")
-    except Exception:  # an unparsable URI: redact_text still hides its userinfo
-        return ""
-
-
-def _raw_source(
-    name: str, shard_uri: str, start: Timestamp, options: dict[str, Any]
-) -> live_source.LiveOplogSource:
+def _raw_source(options: dict[str, Any]) -> live_source.LiveOplogSource:
     # LiveOplogSource reads its collections' codec options from this module global while
     # it is built (and only then). This process exists only to run that one tailer, so
     # swapping in raw documents here affects nothing else: batches then leave as the
@@ -335,7 +271,7 @@ def _raw_source(
     saved = vars(live_source)["OPLOG_CODEC_OPTIONS"]
     vars(live_source)["OPLOG_CODEC_OPTIONS"] = _RAW_OPTIONS
     try:
-        return live_source.LiveOplogSource(name, shard_uri, start=start, **options)
+        return live_source.LiveOplogSource(**options)
     finally:
         vars(live_source)["OPLOG_CODEC_OPTIONS"] = saved
 
@@ -346,13 +282,13 @@ def _serve(source: live_source.LiveOplogSource, conn: Connection, send: Any, siz
         if batch is not None and batch.entries:
             send(b"B" + b"".join(_raw(entry) for entry in batch.entries))
         elif batch is not None and batch.promise is not None:
-            send(b"P" + _pack_ts(batch.promise))
+            send(b"P" + _TS.pack(batch.promise.time, batch.promise.inc))
         if conn.poll(0 if batch is not None else _CHILD_POLL_S):
             request = conn.recv_bytes()
             if request[:1] != b"f":
                 return  # "s": stop
             try:
-                entry = source.fetch_entry(_unpack_ts(request[1:]))
+                entry = source.fetch_entry(Timestamp(*_TS.unpack_from(request, 1)))
                 send(b"F" + (b"" if entry is None else _raw(entry)))
             except OplogError as exc:
                 send(b"G" + f"{type(exc).__name__}\0{exc}".encode())
