@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import platform
 import resource
 import statistics
@@ -278,7 +279,8 @@ def main(argv: list[str]) -> int:
     intervals = [float(x) for x in args[1].split(",")] if len(args) > 1 else [0.5, 1.0, 2.0]
     print(
         f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
-        f"{bson.has_c()}), {platform.machine()}, {multiprocessing.cpu_count()} cores"
+        f"{bson.has_c()}), {platform.machine()}, {multiprocessing.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     datas = [oplog_bytes(per_shard, seed=n) for n in range(SHARDS)]
     context = multiprocessing.get_context("spawn")
@@ -296,6 +298,7 @@ def main(argv: list[str]) -> int:
     finally:
         parent.send(("exit", None))
         emulator.join(10)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 
