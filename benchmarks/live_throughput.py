@@ -1,6 +1,7 @@
 """Live mode: ``shardstream.watch(URI)`` against an emulated 4-shard cluster on loopback.
 
-Run: ``.venv/bin/python -m benchmarks.live_throughput [ENTRIES_PER_SHARD] [--lag-only]``.
+Run: ``.venv/bin/python -m benchmarks.live_throughput [ENTRIES_PER_SHARD] [NOOP_INTERVALS]``
+(e.g. ``50000 0.5,2,10``), with ``--lag-only`` or ``--throughput-only`` to run one part.
 
 The emulated cluster (mongos, config server, 4 shards) runs in a process of its own, so
 its serving threads do not take the reader's GIL: what is timed is shardstream, not the
@@ -294,7 +295,8 @@ def main(argv: list[str]) -> int:
         if "--lag-only" not in argv:
             with tempfile.TemporaryDirectory() as directory:
                 throughput(parent, uri, datas, Path(directory))
-        idle_lag(parent, uri, intervals)
+        if "--throughput-only" not in argv:
+            idle_lag(parent, uri, intervals)
     finally:
         parent.send(("exit", None))
         emulator.join(10)
