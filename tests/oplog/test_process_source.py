@@ -17,6 +17,7 @@ import pytest
 from bson.timestamp import Timestamp
 
 import shardstream
+from shardstream.cli import main
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
 from shardstream.oplog.live_faults import RetryPolicy
@@ -78,7 +79,7 @@ def test_entries_and_promises_cross_the_process_in_order(
 
 
 def test_a_fault_reopens_without_loss_or_duplicates(
-    shard: EmulatedReplicaSet, make_source: SourceFactory
+    shard: EmulatedReplicaSet, make_source: SourceFactory, caplog: pytest.LogCaptureFixture
 ):
     fill(shard, 1, 3)
     source = make_source()
@@ -91,6 +92,9 @@ def test_a_fault_reopens_without_loss_or_duplicates(
     delivered += poll(source, reaches(9))
     assert seconds(delivered) == list(range(1, 10))
     assert shard.commands_seen.count("find") > finds
+    reopened = [r for r in caplog.records if "reopening after ts" in r.getMessage()]
+    assert reopened  # the child's warning reached the parent's logger
+    assert reopened[0].name == "shardstream.oplog.live_source"
 
 
 def test_history_lost_and_fatal_errors_keep_their_type_and_message(
@@ -189,3 +193,17 @@ def test_watch_with_process_tailers_equals_the_thread_result():
     assert [e["documentKey"]["_id"] for e in results["thread"][:3]] == [2, 3, 5]
     with pytest.raises(ConfigurationError, match="tailer"):
         shardstream.watch("mongodb://127.0.0.1:1/", tailer="fibre")
+
+
+def test_the_watch_command_passes_the_tailer_through(monkeypatch: pytest.MonkeyPatch):
+    seen: dict[str, Any] = {}
+
+    def fake_watch(uri: str, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise OplogError("stop here")
+
+    monkeypatch.setattr("shardstream.watch_command.watch", fake_watch)
+    assert main(["watch", "mongodb://127.0.0.1:1/", "--tailer", "process"]) == 1
+    assert seen["tailer"] == "process"
+    assert main(["watch", "mongodb://127.0.0.1:1/"]) == 1
+    assert seen["tailer"] == "thread"
