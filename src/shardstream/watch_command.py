@@ -44,6 +44,12 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "refused); only the shards listed at the start are read",
     )
     parser.add_argument(
+        "--tailer",
+        default="thread",
+        choices=["thread", "process"],
+        help="tail each shard in a thread or in a child process (default thread)",
+    )
+    parser.add_argument(
         "--stats", action="store_true", help="print throughput and per-shard lag to stderr"
     )
     parser.set_defaults(handler=run_watch)
@@ -58,6 +64,7 @@ def run_watch(args: argparse.Namespace) -> int:
             max_await_time_ms=1000,
             read_preference=args.read_preference,
             monitor_shards=not args.no_shard_monitor,
+            tailer=args.tailer,
             **watch_arguments(options),
         ) as stream:
             _follow(stream, args.max_events, args.stats, sys.stdout, sys.stderr)

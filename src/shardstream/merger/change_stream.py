@@ -163,6 +163,7 @@ def watch(
     monitor_shards: bool = True,
     read_preference: str = "primary",
     client_options: Mapping[str, Any] | None = None,
+    tailer: str = "thread",
     **internal_options: Any,
 ) -> ChangeStream:
     """Open a change stream over every shard, merged as mongos merges it.
@@ -193,6 +194,9 @@ def watch(
             ``primaryPreferred``, ``secondary``, ``secondaryPreferred``, ``nearest``).
         client_options: on a live cluster, extra ``MongoClient`` options for the shard
             and config-server connections (TLS files, timeouts, ...).
+        tailer: on a live cluster, ``thread`` (default) or ``process``: whether each
+            shard is tailed by a thread or by a child process (``spawn``; the caller's
+            script needs a ``__main__`` guard). See ``benchmarks/README.md``.
         internal_options: the server's internal flags as ChangeStreamOptions names
             (``show_system_events``, ``show_raw_update_description``, ``server_version``,
             ``token_version`` ...).
@@ -231,6 +235,7 @@ def watch(
             client_options=client_options,
             with_lookup=wants_images and lookup is None,
             with_config=topology is None and monitor_shards,
+            tailer=tailer,
         )
         lookup = lookup or live.lookup
         if start is None:

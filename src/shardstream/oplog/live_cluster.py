@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
+from shardstream.errors import ConfigurationError
 from shardstream.oplog.cluster_discovery import ClusterInfo, discover_cluster
 from shardstream.oplog.live_lookup import LiveDocumentLookup
 from shardstream.oplog.live_source import LiveOplogSource
+from shardstream.oplog.process_source import ProcessOplogSource
 from shardstream.oplog.source import OplogSource
 
 # Opens the oplog of a shard added mid-stream: (name, config.shards host, start) -> source.
 ShardOpener = Callable[[str, str, Timestamp], OplogSource]
+# How each shard is tailed: a thread in this process, or a child process (see design.md).
+TAILERS: Final[dict[str, Callable[..., OplogSource]]] = {
+    "thread": LiveOplogSource,
+    "process": ProcessOplogSource,
+}
 
 
 @dataclasses.dataclass(slots=True)
@@ -62,6 +69,7 @@ def connect_live_cluster(
     client_options: Mapping[str, Any] | None = None,
     with_lookup: bool = False,
     with_config: bool = False,
+    tailer: str = "thread",
 ) -> LiveCluster:
     """Discover the cluster and start tailing it.
 
@@ -74,20 +82,25 @@ def connect_live_cluster(
         with_lookup: also build the lookup the image options (``fullDocument``,
             ``fullDocumentBeforeChange``) need.
         with_config: also tail the config server's oplog (the ``config.shards`` monitor).
+        tailer: ``thread`` or ``process``: how each shard is tailed. The config server's
+            oplog, which carries a few entries, is always tailed by a thread.
 
     Raises:
+        ConfigurationError: an unknown ``tailer``.
         OplogError: the cluster cannot be reached or listed (the URI is redacted).
     """
+    if tailer not in TAILERS:
+        raise ConfigurationError(f"expected tailer 'thread' or 'process', got {tailer!r}")
     info = discover_cluster(cluster, client_options=dict(client_options or {}))
     if start is None:
         now = info.cluster_time
         start = Timestamp(now.time, now.inc + 1)
 
-    def open_shard(name: str, host: str, at: Timestamp) -> OplogSource:
+    def open_shard(name: str, host: str, at: Timestamp, kind: str = tailer) -> OplogSource:
         uri = info.shard_from_host(name, host).uri
         if opened.lookup is not None:
             opened.lookup.add_shard(name, uri)
-        return LiveOplogSource(
+        return TAILERS[kind](
             name,
             uri,
             start=at,
@@ -101,7 +114,7 @@ def connect_live_cluster(
         for shard in info.shards:
             opened.sources[shard.name] = open_shard(shard.name, shard.host, start)
         if with_config and info.config is not None:
-            opened.config_source = open_shard("config", info.config.host, start)
+            opened.config_source = open_shard("config", info.config.host, start, "thread")
         if with_lookup:
             opened.lookup = _lookup(cluster, info, client_options)
     except BaseException:

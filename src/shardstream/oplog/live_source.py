@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final
 
+from bson.codec_options import CodecOptions
 from bson.timestamp import Timestamp
 from pymongo import CursorType, MongoClient
 from pymongo.collection import Collection
@@ -64,6 +65,7 @@ class LiveOplogSource:
         max_queued_batches: int = 4,
         retry: RetryPolicy | None = None,
         client_options: Mapping[str, Any] | None = None,
+        codec_options: CodecOptions[Any] = OPLOG_CODEC_OPTIONS,
     ) -> None:
         """Create the client (lazily connecting) and start the reader thread.
 
@@ -76,6 +78,8 @@ class LiveOplogSource:
             batch_size: The cursor's batch size and the largest queued batch.
             max_queued_batches: Batches read ahead before the reader pauses.
             retry: The reopen budget for failing cursors.
+            codec_options: How entries are decoded (e.g. ``RawBSONDocument`` to pass the
+                server's bytes on untouched).
             client_options: Extra ``MongoClient`` keyword arguments. ``socketTimeoutMS``
                 defaults to ``await_ms + 5000`` and must exceed ``await_ms``: without it a
                 stalled shard would block a getMore forever (testing.md §5).
@@ -106,7 +110,7 @@ class LiveOplogSource:
             self._client: MongoClient[Any] = MongoClient(shard_uri, **options)
         except (PyMongoError, ValueError, TypeError) as exc:
             raise ConfigurationError(f"{self._where}: {self._redact(exc)}") from None
-        local = self._client.get_database("local", codec_options=OPLOG_CODEC_OPTIONS)
+        local = self._client.get_database("local", codec_options=codec_options)
         self._oplog: Collection[Any] = local.get_collection(
             "oplog.rs", read_concern=ReadConcern("majority")
         )
