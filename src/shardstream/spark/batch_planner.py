@@ -28,7 +28,7 @@ from typing import Final
 from shardstream.errors import MergeError
 from shardstream.merger import MergedStream
 from shardstream.spark.offsets import StreamOffset, data_of, token_text
-from shardstream.spark.shard_inputs import open_merged_stream
+from shardstream.spark.shard_inputs import ReadBound, open_merged_stream
 from shardstream.spark.source_options import SourceSpec
 from shardstream.transform import ChangeEvent
 from shardstream.transform import fields as f
@@ -77,19 +77,19 @@ class BatchPlanner:
         start: StreamOffset,
         *,
         max_events: int | None,
-        stop_before: str | None = None,
+        bound: ReadBound | None = None,
         until: str | None = None,
-        wait_for_stop: bool = False,
+        wait_for_bound: bool = False,
     ) -> PlannedBatch:
         """Find the end of the batch that starts at ``start``.
 
         Args:
             start: where the batch starts.
             max_events: the read limit (None: everything available).
-            stop_before: no event with a token at or above this is taken (a pinned
-                ``availableNow`` target or ``endAtOperationTime``).
+            bound: where the read ends (a pinned ``availableNow`` target or
+                ``endAtOperationTime``).
             until: take exactly the events up to this token (re-planning a known batch).
-            wait_for_stop: a live stream is read until it passes ``stop_before`` (or a
+            wait_for_bound: a live stream is read until it has passed ``bound`` (or a
                 minute goes by), not only while events are ready.
 
         Complexity: O(n log s) for n events over s shards, plus re-reading the oplogs
@@ -102,7 +102,8 @@ class BatchPlanner:
         taken = 0
         last = ""
         until_data = data_of(until) if until is not None else None
-        waiting_until = stop_before if wait_for_stop else None
+        stop_before = bound.stop_before if bound is not None else None
+        waiting_until = bound.complete_at if bound is not None and wait_for_bound else None
         while max_events is None or taken < max_events:
             event = self._next_event(waiting_until)
             if event is None:

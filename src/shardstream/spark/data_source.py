@@ -38,7 +38,7 @@ from shardstream.spark.batch_planner import BatchPlanner
 from shardstream.spark.offsets import StreamOffset
 from shardstream.spark.partitions import plan_partitions, read_partition
 from shardstream.spark.rows import SPARK_DDL
-from shardstream.spark.shard_inputs import initial_offset, stop_token
+from shardstream.spark.shard_inputs import ReadBound, initial_offset, read_bound
 from shardstream.spark.source_options import SourceSpec, parse_options
 
 FORMAT_NAME = "shardstream"
@@ -75,7 +75,7 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._spec = spec
         self._planner: BatchPlanner | None = None  # opened on the driver, on first use
         self._available_now = False
-        self._target: str | None = None
+        self._target: ReadBound | None = None
         # Per-shard task boundaries found while planning, by (start, end) offset text.
         self._splits: dict[tuple[str, str], Mapping[str, tuple[str, ...]]] = {}
 
@@ -90,18 +90,18 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Pin "now": later writes to a live cluster are not part of this run.  Files and
         # a simulated run are fixed, so their target is simply their end.
         self._available_now = True
-        self._target = stop_token(self._spec, pin_now=True)
+        self._target = read_bound(self._spec, pin_now=True)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = StreamOffset.from_json(start)
         # Spark may pass ReadAllAvailable whatever the default limit is; it must win.
         max_events = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        stop = self._target if self._available_now else stop_token(self._spec, pin_now=False)
+        bound = self._target if self._available_now else read_bound(self._spec, pin_now=False)
         plan = self._planner_().plan(
             begin,
             max_events=max_events,
-            stop_before=stop,
-            wait_for_stop=self._available_now and not self._spec.bounded,
+            bound=bound,
+            wait_for_bound=self._available_now and not self._spec.bounded,
         )
         if plan.events:
             self._splits[_key(begin, plan.end)] = plan.splits
@@ -162,8 +162,8 @@ class ShardstreamBatchReader(DataSourceReader):
             plan = planner.plan(
                 start,
                 max_events=None,
-                stop_before=stop_token(spec, pin_now=True),
-                wait_for_stop=not spec.bounded,
+                bound=read_bound(spec, pin_now=True),
+                wait_for_bound=not spec.bounded,
             )
         finally:
             planner.close()

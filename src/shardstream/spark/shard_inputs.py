@@ -7,6 +7,7 @@ and cached, since a worker is reused for many tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Final
 
@@ -22,7 +23,7 @@ from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
 from shardstream.sim import SimulatedCluster, SimulationConfig, SimulationResult
-from shardstream.sim.feed import SimulatedOplogSource
+from shardstream.sim.feed import SimulatedOplogSource, just_below
 from shardstream.spark.offsets import StreamOffset, token_of_text, token_text
 from shardstream.spark.source_options import SourceKind, SourceSpec
 from shardstream.transform import ChangeStreamOptions
@@ -143,24 +144,44 @@ def initial_offset(spec: SourceSpec) -> StreamOffset:
     return StreamOffset.initial("", spec.simulation.all_shard_names)
 
 
-def stop_token(spec: SourceSpec, *, pin_now: bool) -> str | None:
-    """The token no event of a bounded read may reach (exclusive), or None.
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadBound:
+    """Where a bounded read ends.
+
+    Attributes:
+        stop_before: no event whose token is at or above this is read (a high-water
+            mark at the first excluded cluster time, so it sorts below that time's events).
+        complete_at: once the merge's postBatchResumeToken reaches this (the mark at the
+            last included time), every event before the bound has been seen.
+    """
+
+    stop_before: str
+    complete_at: str
+
+
+def read_bound(spec: SourceSpec, *, pin_now: bool) -> ReadBound | None:
+    """The bound of a read: ``endAtOperationTime`` (exclusive), and maybe "now".
 
     Args:
-        spec: its ``endAtOperationTime`` bounds every read.
-        pin_now: also stop at the live cluster's current time (``availableNow`` and batch
-            reads: data written later is not "available now").
+        spec: the source.
+        pin_now: also stop after the live cluster's current time (``availableNow`` and
+            batch reads: data written later is not "available now").
     """
-    version = spec.stream.default_token_version
     bounds = []
     if spec.end_at is not None:
-        bounds.append(encode_token(high_water_mark(spec.end_at, version)).data)
+        bounds.append(spec.end_at)
     if pin_now and spec.kind is SourceKind.LIVE:
         assert spec.uri is not None
         now = discover_cluster(spec.uri).cluster_time
-        after_now = Timestamp(now.time, now.inc + 1)
-        bounds.append(encode_token(high_water_mark(after_now, version)).data)
-    return min(bounds) if bounds else None
+        bounds.append(Timestamp(now.time, now.inc + 1))
+    if not bounds:
+        return None
+    first_excluded = min(bounds)
+    version = spec.stream.default_token_version
+    return ReadBound(
+        stop_before=encode_token(high_water_mark(first_excluded, version)).data,
+        complete_at=encode_token(high_water_mark(just_below(first_excluded), version)).data,
+    )
 
 
 def _missing_shard(spec: SourceSpec, shard: str, names: list[str]) -> OplogError:
