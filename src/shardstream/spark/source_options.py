@@ -46,34 +46,33 @@ class PartitionMode(Enum):
     PER_SHARD = "pershard"
 
 
-# Every option the source accepts (lower case: Spark's option keys are case-insensitive).
-KNOWN_OPTIONS: Final = frozenset(
-    {
-        "uri",
-        "oplog",
-        "inputformat",
-        "simulate",
-        "shards",
-        "entries",
-        "seed",
-        "db",
-        "coll",
-        "showexpandedevents",
-        "startatoperationtime",
-        "resumeafter",
-        "startafter",
-        "endatoperationtime",
-        "fulldocument",
-        "fulldocumentbeforechange",
-        "pipeline",
-        "serverversion",
-        "tokenversion",
-        "maxeventspertrigger",
-        "jsonformat",
-        "partitionmode",
-        "eventsperpartition",
-    }
+# Every option the source accepts, as documented (Spark matches option keys case-insensitively).
+OPTION_NAMES: Final = (
+    "uri",
+    "oplog",
+    "inputFormat",
+    "simulate",
+    "shards",
+    "entries",
+    "seed",
+    "db",
+    "coll",
+    "showExpandedEvents",
+    "startAtOperationTime",
+    "resumeAfter",
+    "startAfter",
+    "endAtOperationTime",
+    "fullDocument",
+    "fullDocumentBeforeChange",
+    "pipeline",
+    "serverVersion",
+    "tokenVersion",
+    "maxEventsPerTrigger",
+    "jsonFormat",
+    "partitionMode",
+    "eventsPerPartition",
 )
+_KNOWN: Final = frozenset(name.lower() for name in OPTION_NAMES)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,10 +131,10 @@ def parse_options(options: Mapping[str, str]) -> SourceSpec:
         ResumeTokenError: a malformed ``resumeAfter`` / ``startAfter`` token.
     """
     given = {str(key).lower(): str(value) for key, value in options.items()}
-    unknown = sorted(set(given) - KNOWN_OPTIONS)
+    unknown = sorted(set(given) - _KNOWN)
     if unknown:
         raise ConfigurationError(
-            f"expected shardstream options among {sorted(KNOWN_OPTIONS)}, got unknown {unknown}"
+            f"expected shardstream options among {list(OPTION_NAMES)}, got unknown {unknown}"
         )
     inputs = [kind for kind in SourceKind if kind.value in given]
     if len(inputs) != 1:
@@ -211,8 +210,10 @@ def _stream_options(given: Mapping[str, str]) -> ChangeStreamOptions:
 def _uri(given: Mapping[str, str]) -> str:
     uri = given["uri"]
     if not uri.lower().startswith(("mongodb://", "mongodb+srv://")):
+        # Only the scheme is shown: redaction knows MongoDB URIs, not what else was typed.
+        scheme = uri.partition("://")[0] if "://" in uri else "no scheme"
         raise ConfigurationError(
-            f"expected uri to be a mongos URI (mongodb://...), got {redact_uri(uri)!r:.80}"
+            f"expected uri to be a mongos URI (mongodb:// or mongodb+srv://), got {scheme!r:.20}"
         )
     return uri
 
