@@ -38,6 +38,7 @@ PLAN_CHUNK: Final = 1000
 # of empty batches this long means the merge is stuck, not that data is on its way.
 _MAX_EMPTY_ROUNDS: Final = 10_000
 _LIVE_WAIT_S: Final = 60.0
+_LIVE_PLAN_BUDGET_S: Final = 10.0
 _LIVE_POLL_S: Final = 0.05
 
 
@@ -96,6 +97,21 @@ class BatchPlanner:
         from the watermark when the stream has to be reopened.
         """
         self._seek(start.watermark)
+        try:
+            return self._plan(start, max_events, bound, until, wait_for_bound=wait_for_bound)
+        except BaseException:
+            self.close()  # the stream's position is unknown now: the next plan reopens it
+            raise
+
+    def _plan(
+        self,
+        start: StreamOffset,
+        max_events: int | None,
+        bound: ReadBound | None,
+        until: str | None,
+        *,
+        wait_for_bound: bool,
+    ) -> PlannedBatch:
         per_shard: dict[str, int] = {}
         last_by_shard: dict[str, str] = {}
         splits: dict[str, list[str]] = {}
@@ -104,7 +120,11 @@ class BatchPlanner:
         until_data = data_of(until) if until is not None else None
         stop_before = bound.stop_before if bound is not None else None
         waiting_until = bound.complete_at if bound is not None and wait_for_bound else None
+        # A busy live cluster may always have an event ready: cap the time spent planning.
+        budget_end = time.monotonic() + _LIVE_PLAN_BUDGET_S
         while max_events is None or taken < max_events:
+            if not self._spec.bounded and time.monotonic() >= budget_end:
+                break
             event = self._next_event(waiting_until)
             if event is None:
                 break

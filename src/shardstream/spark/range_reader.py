@@ -58,9 +58,13 @@ def read_merged_range(
     try:
         while pending:
             events, _ = stream.next_batch(READ_CHUNK)
-            if not events:
-                if stream.exhausted or time.monotonic() >= deadline:
+            if events:
+                deadline = time.monotonic() + _LIVE_WAIT_S  # a wait counts from the last news
+            else:
+                if stream.exhausted:
                     raise _not_reproducible(spec, end, pending, "the stream ended before it")
+                if time.monotonic() >= deadline:
+                    raise _not_reproducible(spec, end, pending, "they did not arrive in time")
                 if not spec.bounded:
                     time.sleep(_LIVE_POLL_S)
                 continue
@@ -108,6 +112,8 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
     try:
         while True:
             batch = reader.read(READ_CHUNK)
+            if batch is not None and batch.events:
+                deadline = time.monotonic() + _LIVE_WAIT_S
             if batch is None:
                 if time.monotonic() >= deadline:
                     raise _shard_not_reproducible(spec, shard, last, "it did not arrive in time")

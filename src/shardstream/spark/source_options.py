@@ -119,7 +119,12 @@ class SourceSpec:
             return f"cluster {redact_uri(self.uri or '')}"
         if self.kind is SourceKind.OPLOG:
             return "oplog files " + ",".join(f"{name}={path}" for name, path in self.oplog_paths)
-        return f"simulated cluster {self.simulation!r}"
+        config = self.simulation
+        assert config is not None  # parse_options sets it for a simulated cluster
+        return (
+            f"simulated cluster (shards={config.shards}, entries={config.operations}, "
+            f"seed={config.seed})"
+        )
 
 
 def parse_options(options: Mapping[str, str]) -> SourceSpec:
