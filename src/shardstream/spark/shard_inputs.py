@@ -25,6 +25,7 @@ from shardstream.resume_token import decode_token, encode_token, high_water_mark
 from shardstream.sim import SimulatedCluster, SimulationConfig, SimulationResult
 from shardstream.sim.feed import SimulatedOplogSource, just_below
 from shardstream.spark.offsets import StreamOffset, token_of_text, token_text
+from shardstream.spark.positioned_source import PositionedSource
 from shardstream.spark.source_options import SourceKind, SourceSpec
 from shardstream.transform import ChangeStreamOptions
 
@@ -66,21 +67,29 @@ def start_time(options: ChangeStreamOptions) -> Timestamp | None:
 def open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSource]:
     """One source per shard, each able to serve the stream from ``start``."""
     if spec.kind is SourceKind.OPLOG:
-        return {
+        files: dict[str, OplogSource] = {
             name: FileOplogSource(name, path, spec.input_format) for name, path in spec.oplog_paths
         }
+        return _positioned(files, start)
     if spec.kind is SourceKind.SIMULATE:
         assert spec.simulation is not None  # parse_options sets it for this kind
         result = simulated_run(spec.simulation)
-        return {
+        simulated: dict[str, OplogSource] = {
             name: SimulatedOplogSource(
                 name, oplog, seed=spec.simulation.seed, max_batch=_SIMULATED_BATCH, delay=0
             )
             for name, oplog in result.oplogs.items()
         }
+        return _positioned(simulated, start)
     assert spec.uri is not None  # parse_options sets it for a live source
     sources, _, _ = open_live_cluster(spec.uri, start=start, await_ms=_LIVE_AWAIT_MS)
     return sources
+
+
+def _positioned(sources: dict[str, OplogSource], start: Timestamp | None) -> dict[str, OplogSource]:
+    if start is None:
+        return sources
+    return {name: PositionedSource(source, start) for name, source in sources.items()}
 
 
 def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> OplogSource:
