@@ -42,6 +42,8 @@ from shardstream.spark.shard_inputs import ReadBound, initial_offset, read_bound
 from shardstream.spark.source_options import SourceSpec, parse_options
 
 FORMAT_NAME = "shardstream"
+# A live query whose stream has been quiet this long (cluster time) moves its watermark on.
+IDLE_WATERMARK_S = 60
 
 
 class ShardstreamDataSource(DataSource):
@@ -102,6 +104,8 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             max_events=max_events,
             bound=bound,
             wait_for_bound=self._available_now and not self._spec.bounded,
+            # availableNow stops at its target; only an open-ended query moves past quiet times.
+            advance_idle_after=None if self._available_now else IDLE_WATERMARK_S,
         )
         if plan.events:
             self._splits[_key(begin, plan.end)] = plan.splits
