@@ -11,7 +11,7 @@ from shardstream.merger import MergedStream
 from shardstream.sim import simulated_sources
 from shardstream.spark.shard_inputs import simulated_run
 from shardstream.spark.source_options import parse_options
-from shardstream.transform import ChangeStreamOptions
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +74,7 @@ def _cluster_time_at(index: int) -> str:
     stream = MergedStream(
         simulated_sources(simulated_run(spec.simulation), seed=0), ChangeStreamOptions()
     )
-    events = []
+    events: list[ChangeEvent] = []
     while len(events) <= index:
         events += stream.next_batch(1000)[0]
     time = events[index].document["clusterTime"]

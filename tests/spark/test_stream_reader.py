@@ -155,7 +155,9 @@ def test_per_shard_mode_gives_the_merged_rows(seed: int) -> None:
     assert [(s, e) for s, e, _ in per_shard] == [(s, e) for s, e, _ in merged]
     for (_, _, merged_rows), (_, _, shard_rows) in zip(merged, per_shard, strict=True):
         assert sorted(shard_rows, key=lambda row: row["_id"]) == merged_rows
-    result = simulated_run(parse_options(_sim(seed)).simulation)  # type: ignore[arg-type]
+    config = parse_options(_sim(seed)).simulation
+    assert config is not None
+    result = simulated_run(config)
     assert result.counters.migrations > 0
     assert result.counters.multi_shard_transactions > 0
 
