@@ -18,7 +18,7 @@ import pytest
 from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from shardstream.errors import ChangeStreamHistoryLost, OplogError
+from shardstream.errors import ChangeStreamHistoryLost, MergeError, OplogError
 from shardstream.merger import MergedStream
 from shardstream.resume_token import decode_token
 from shardstream.sim import simulated_sources
@@ -291,3 +291,14 @@ def test_relaxed_json_on_request() -> None:
     assert inserts
     assert all("$numberInt" not in row["documentKey"] for row in inserts)
     assert all(row["documentKey"].startswith('{"') for row in inserts)
+
+
+def test_a_replayed_batch_whose_stream_changed_cannot_be_planned_again(tmp_path: Path) -> None:
+    oplogs = _dropped_on_two_shards()
+    options = {"oplog": _write(tmp_path, oplogs), "db": "db", "partitionMode": "perShard"}
+    reader = _reader(**options)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(2))
+    _write(tmp_path, {"b": [make.noop(T[0]), make.insert(T[3], {"_id": 3}), make.noop(T[9])]})
+    with pytest.raises(MergeError, match="cannot be planned again"):
+        _reader(**options).partitions(start, end)  # after a restart: no boundaries cached

@@ -39,7 +39,7 @@ from shardstream.spark.offsets import StreamOffset
 from shardstream.spark.partitions import plan_partitions, read_partition
 from shardstream.spark.rows import SPARK_DDL
 from shardstream.spark.shard_inputs import ReadBound, initial_offset, read_bound
-from shardstream.spark.source_options import SourceSpec, parse_options
+from shardstream.spark.source_options import PartitionMode, SourceSpec, parse_options
 
 FORMAT_NAME = "shardstream"
 # A live query whose stream has been quiet this long (cluster time) moves its watermark on.
@@ -114,7 +114,9 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, finish = StreamOffset.from_json(start), StreamOffset.from_json(end)
         splits = self._splits.get(_key(begin, finish))
-        if splits is None and finish.shards_advanced_from(begin):
+        # Only per-shard tasks need the boundaries; merged mode has one task whatever they are.
+        per_shard = self._spec.partition_mode is PartitionMode.PER_SHARD
+        if splits is None and per_shard and finish.shards_advanced_from(begin):
             splits = self._replan(begin, finish)
         return plan_partitions(self._spec, begin, finish, splits or {})
 
