@@ -15,6 +15,7 @@ from typing import Any
 
 import bson
 import pytest
+from bson import json_util
 from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
@@ -302,3 +303,38 @@ def test_a_replayed_batch_whose_stream_changed_cannot_be_planned_again(tmp_path:
     _write(tmp_path, {"b": [make.noop(T[0]), make.insert(T[3], {"_id": 3}), make.noop(T[9])]})
     with pytest.raises(MergeError, match="cannot be planned again"):
         _reader(**options).partitions(start, end)  # after a restart: no boundaries cached
+
+
+@pytest.mark.parametrize("input_format", ["bson", "ejson"])
+def test_a_backfill_from_oplog_dumps_equals_the_simulated_cluster(
+    tmp_path: Path, input_format: str
+) -> None:
+    options = _sim(4, showExpandedEvents="true")
+    config = parse_options(options).simulation
+    assert config is not None
+    paths = []
+    for shard, path in simulated_run(config).write_oplogs(tmp_path).items():
+        if input_format == "ejson":
+            entries = bson.decode_all(path.read_bytes())
+            path = path.with_suffix(".jsonl")
+            path.write_text(
+                "".join(
+                    json_util.dumps(entry, json_options=json_util.CANONICAL_JSON_OPTIONS) + "\n"
+                    for entry in entries
+                )
+            )
+        paths.append(f"{shard}={path}")
+    dump = ShardstreamBatchReader(
+        parse_options(
+            {
+                "oplog": ",".join(paths),
+                "inputFormat": input_format,
+                "showExpandedEvents": "true",
+                "partitionMode": "perShard",
+            }
+        )
+    )
+    simulated = ShardstreamBatchReader(parse_options(options))
+    rows = sorted(_read(dump, dump.partitions()), key=lambda row: row["_id"])
+    assert rows == _read(simulated, simulated.partitions())
+    assert [row["_id"] for row in rows] == _reference(options)
