@@ -9,7 +9,7 @@ import pytest
 
 from shardstream.merger import MergedStream
 from shardstream.sim import simulated_sources
-from shardstream.spark.shard_inputs import simulated_run
+from shardstream.spark.simulated_input import simulated_run
 from shardstream.spark.source_options import parse_options
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 

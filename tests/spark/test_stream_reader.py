@@ -27,7 +27,7 @@ from shardstream.spark.data_source import ShardstreamBatchReader, ShardstreamStr
 from shardstream.spark.offsets import data_of, token_of_text
 from shardstream.spark.partitions import MergedRange, ShardRange
 from shardstream.spark.rows import EVENT_SCHEMA
-from shardstream.spark.shard_inputs import simulated_run
+from shardstream.spark.simulated_input import simulated_run
 from shardstream.spark.source_options import parse_options
 from tests import factories as make
 
