@@ -126,3 +126,22 @@ def test_a_batch_that_failed_is_replayed_from_its_offsets_with_the_same_rows(
     assert min(set(seen) - {0, 1}) == 2
     ids = [token for batch in sorted(seen) for token in sorted(seen[batch])]
     assert ids == expected  # every event once, batches in stream order
+
+
+def test_plans_never_show_the_password_of_a_uri(
+    spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shardstream.spark
+
+    shardstream.spark.register(spark)
+    shardstream.spark.register(spark)  # twice: the redaction pattern is added once
+    frame = (
+        spark.readStream.format("shardstream")
+        .option("uri", "mongodb://alice:s3cret-pw@127.0.0.1:9/?authSource=admin")
+        .load()
+    )
+    frame.explain(True)
+    plans = capsys.readouterr().out
+    assert "uri=" in plans
+    assert "s3cret-pw" not in plans
+    assert spark.conf.get("spark.sql.redaction.options.regex").count("^uri$") == 1
