@@ -338,3 +338,15 @@ def test_a_backfill_from_oplog_dumps_equals_the_simulated_cluster(
     rows = sorted(_read(dump, dump.partitions()), key=lambda row: row["_id"])
     assert rows == _read(simulated, simulated.partitions())
     assert [row["_id"] for row in rows] == _reference(options)
+
+
+def test_a_new_query_can_start_after_a_stored_watermark() -> None:
+    # A sink that lost its checkpoint starts again after the watermark it committed.
+    options = _sim(2)
+    batches = _drain(_reader(**options), ReadMaxRows(100))
+    watermarks = [end["watermark"] for _, end, _ in batches[:-1]]
+    stored = next(text for text in watermarks if ":" in text)  # one with type bits
+    position = [end["watermark"] for _, end, _ in batches].index(stored)
+    later = [row["_id"] for _, _, rows in batches[position + 1 :] for row in rows]
+    again = _drain(_reader(**options, startAfter=stored), ReadMaxRows(100))
+    assert [row["_id"] for _, _, rows in again for row in rows] == later
