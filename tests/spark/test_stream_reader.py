@@ -350,3 +350,30 @@ def test_a_new_query_can_start_after_a_stored_watermark() -> None:
     later = [row["_id"] for _, _, rows in batches[position + 1 :] for row in rows]
     again = _drain(_reader(**options, startAfter=stored), ReadMaxRows(100))
     assert [row["_id"] for _, _, rows in again for row in rows] == later
+
+
+def test_end_at_operation_time_pauses_a_stream_that_a_later_query_continues() -> None:
+    options = _sim(3)
+    reference = _reference(options)
+    # Stop before the event half way: its cluster time is the (exclusive) end.
+    middle = next(
+        row["clusterTime"]
+        for _, _, rows in _drain(_reader(**options), ReadMaxRows(1000))
+        for row in rows
+        if row["_id"] == reference[len(reference) // 2]
+    )
+    bounded = _reader(**options, endAtOperationTime=f"{middle['t']},{middle['i']}")
+    first = _drain(bounded, ReadMaxRows(40))
+    paused = first[-1][1]
+    assert bounded.latestOffset(paused, ReadAllAvailable()) == paused  # nothing past the end
+    seen = [row["_id"] for _, _, rows in first for row in rows]
+    assert seen == reference[: len(seen)]
+    assert 0 < len(seen) <= len(reference) // 2
+    # The same checkpointed offset, read by a query without the bound, goes on.
+    rest = _reader(**options)
+    later: list[str] = []
+    start = paused
+    while (end := rest.latestOffset(start, ReadMaxRows(40))) != start:
+        later += [row["_id"] for row in _read(rest, rest.partitions(start, end))]
+        start = end
+    assert seen + later == reference
