@@ -377,3 +377,12 @@ def test_end_at_operation_time_pauses_a_stream_that_a_later_query_continues() ->
         later += [row["_id"] for row in _read(rest, rest.partitions(start, end))]
         start = end
     assert seen + later == reference
+
+
+@pytest.mark.parametrize("mode", ["merged", "perShard"])
+def test_a_larger_batch_also_ends_at_the_invalidate(tmp_path: Path, mode: str) -> None:
+    oplog = _write(tmp_path, _dropped_on_two_shards())
+    reader = _reader(oplog=oplog, db="db", coll="coll", partitionMode=mode)
+    batches = _drain(reader, ReadMaxRows(10))
+    kinds = [sorted(row["operationType"] for row in rows) for _, _, rows in batches]
+    assert kinds == [["drop", "drop", "insert", "insert", "invalidate"], ["insert", "insert"]]
