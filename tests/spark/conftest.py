@@ -47,3 +47,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _python_workers_use_this_interpreter() -> None:
+    """Spark starts Python workers with PYSPARK_PYTHON, else ``python3`` from PATH, which
+    need not have pyarrow or shardstream: point it at this venv before the session starts
+    (autouse session fixtures run before the ``spark`` fixture)."""
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
