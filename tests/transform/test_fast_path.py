@@ -7,10 +7,12 @@ clusters: the fast path must give the same events, tokens, order and errors.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import bson
 import pytest
+from bson.binary import Binary
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
@@ -139,3 +141,40 @@ def test_a_corrupt_entry_is_reported_with_its_offset() -> None:
     assert got[2] is not None
     assert got[2].startswith("OplogError: corrupt BSON entry in <oplog> at byte ")
     assert f"at byte {sum(len(doc) for doc in docs)}:" in got[2]
+
+
+DIFFS = {
+    "set": {"u": {"a": 1, "b.c": "x"}},
+    "set and add": {"u": {"a": 1}, "i": {"z": [1, 2]}},
+    "add then set": {"i": {"z": 1}, "u": {"a": 1}},
+    "repeated name": {"u": {"a": 1}, "i": {"a": 2}},
+    "sub-document": {"u": {"a": 1}, "sx": {"u": {"y": 2}, "sz": {"i": {"w": None}}}},
+    "array": {"sarr": {"a": True, "u0": 1, "u01": {"k": 2}, "s3": {"u": {"q": 1}}}},
+    "nested arrays": {"sm": {"a": True, "s0": {"a": True, "u1": 5}}},
+    "numeric field": {"s0": {"u": {"1": True}}},
+    "truncation": {"sarr": {"a": True, "l": 2, "u0": 1}},
+    "delete": {"d": {"gone": False}},
+    "binary section": {"b": {"bin": 1}},
+    "long section name": {"update": {"a": 1}},
+    "huge index": {"sarr": {"a": True, "u4294967296": 1}},
+    "array header false": {"sarr": {"a": False, "u0": 1}},
+    "section after sub-diff": {"sx": {"u": {"y": 1}}, "u": {"a": 1}},
+    "empty": {},
+}
+
+
+@pytest.mark.parametrize("name", list(DIFFS))
+def test_update_diffs_give_the_reference_description(name: str) -> None:
+    key = {"_id": ObjectId(b"u" * 12)}
+    entry = {
+        "op": "u",
+        "ns": "shop.orders",
+        "ui": Binary(bytes(range(16)), 4),
+        "o": {"$v": 2, "diff": DIFFS[name]},
+        "o2": key,
+        "ts": Timestamp(1_700_000_000, 1),
+        "t": Int64(1),
+        "v": Int64(2),
+        "wall": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+    }
+    _assert_same(as_read_from_file([entry]), ChangeStreamOptions())

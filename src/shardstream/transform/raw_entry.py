@@ -80,6 +80,26 @@ NOOP_LAYOUT: Final = re.compile(
 )
 
 
+def value_size(doc: bytes, kind: int, at: int) -> int | None:
+    """The size of the value of type ``kind`` at ``doc[at]``; None for a type not sized here.
+
+    Raises:
+        struct.error: a length prefix runs off the end.
+    """
+    size = _FIXED_SIZES.get(kind)
+    if size is not None:
+        return size
+    if kind in _STRING_LIKE:
+        size = 4 + int(_INT32.unpack_from(doc, at)[0])
+    elif kind in _LENGTH_PREFIXED:
+        size = int(_INT32.unpack_from(doc, at)[0])
+    elif kind == 0x05:
+        size = 5 + int(_INT32.unpack_from(doc, at)[0])
+    else:
+        return None  # regex, DBPointer, or not BSON: let the decoder judge
+    return size if size >= 0 else None
+
+
 def scan_entry(doc: bytes) -> list[int] | None:
     """Return the offsets of the CRUD slots in ``doc`` (one whole BSON document).
 
@@ -101,14 +121,9 @@ def scan_entry(doc: bytes) -> list[int] | None:
             value = name_end + 1
             size = fixed.get(kind)
             if size is None:
-                if kind in _STRING_LIKE:
-                    size = 4 + _INT32.unpack_from(doc, value)[0]
-                elif kind in _LENGTH_PREFIXED:
-                    size = _INT32.unpack_from(doc, value)[0]
-                elif kind == 0x05:
-                    size = 5 + _INT32.unpack_from(doc, value)[0]
-                else:
-                    return None  # regex, DBPointer, or not BSON: let the decoder judge
+                size = value_size(doc, kind, value)
+                if size is None:
+                    return None
             name = doc[pos + 1 : name_end]
             slot = slot_of.get(name)
             if slot is not None:

@@ -1,22 +1,31 @@
-"""Layer 2, fast path: ``updateDescription`` of a simple ``$v:2`` update, from raw bytes.
+"""Layer 2, fast path: ``updateDescription`` of a common ``$v:2`` update, from raw bytes.
 
-Most delta updates only set or add top-level fields: ``o`` is
-``{$v: 2, diff: {u: {...}, i: {...}}}``.  Their ``updatedFields`` is the ``u``
-section's elements followed by the ``i`` section's, byte for byte, and nothing is
-removed or truncated.  Any other diff (deletes, sub-diffs, binary sections, odd
-types) returns None, and the caller decodes it for the reference parser
-(:func:`shardstream.transform.update_description.parse_update_diff`).
+Most delta updates set or add fields, at the top level or below it:
+``o = {$v: 2, diff: {u: {...}, i: {...}, s<field>: <sub-diff>...}}``, where an
+array sub-diff is ``{a: true, u<index>: <value>, s<index>: <sub-diff>...}``.  Their
+``updatedFields`` is every ``u``/``i`` element in walk order, renamed to its dotted
+path, with the value's bytes copied; nothing is removed or truncated.  Diffs with
+anything else (deletes, binary sections, array truncation, section names the
+server reads by their first letter only, malformed parts) return None, and the
+caller decodes them for the reference parser
+(:func:`shardstream.transform.update_description.parse_update_diff`), which also
+raises the server's errors.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Final
+
+from shardstream.transform.raw_entry import value_size
 
 _V2_HEADERS: Final = (
     b"\x10$v\x00\x02\x00\x00\x00\x03diff\x00",  # $v: int32 2
     b"\x12$v\x00\x02\x00\x00\x00\x00\x00\x00\x00\x03diff\x00",  # $v: int64 2
 )
-_SECTION_ORDER: Final = {b"\x03u\x00": 0, b"\x03i\x00": 1}
+_SECTION_RANK: Final = {b"u": 1, b"i": 2}
+_ARRAY_HEADER: Final = b"\x08a\x00\x01"  # a: true
+_INT32_MAX: Final = 2**31 - 1
 _FIELD_NAME: Final = b"\x03updateDescription\x00"
 _UPDATED_FIELDS: Final = b"\x03updatedFields\x00"
 _EMPTY_LISTS: Final = (
@@ -24,8 +33,12 @@ _EMPTY_LISTS: Final = (
 )
 
 
+class _Unsupported(Exception):
+    """The diff needs the reference parser."""
+
+
 def simple_update_description(o: bytes) -> bytes | None:
-    """The ``updateDescription`` element (type, name, value) of ``o``, or None if not simple.
+    """The ``updateDescription`` element (type, name, value) of ``o``, or None if not common.
 
     ``o`` is the whole BSON of the entry's ``o`` (length prefix checked by the caller).
     """
@@ -36,27 +49,76 @@ def simple_update_description(o: bytes) -> bytes | None:
     else:
         return None
     diff_end = diff_at + int.from_bytes(o[diff_at : diff_at + 4], "little")
-    if diff_end != len(o) - 1 or o[diff_end - 1] != 0:
+    if diff_end != len(o) - 1:
         return None  # more fields after diff, or a malformed diff
-    pos = diff_at + 4
-    last = diff_end - 1  # the diff's closing NUL
-    if pos == last:
-        return None  # an empty diff is an error the reference reports
-    body = b""
-    previous = -1
-    while pos < last:
-        rank = _SECTION_ORDER.get(o[pos : pos + 3])
-        if rank is None or rank <= previous:
-            return None
-        previous = rank
-        size = int.from_bytes(o[pos + 3 : pos + 7], "little")
-        section_end = pos + 3 + size
-        if size < 5 or section_end > last or o[section_end - 1] != 0:
-            return None
-        body += o[pos + 7 : section_end - 1]
-        pos = section_end
-    if pos != last:
+    updated: list[bytes] = []
+    try:
+        _document_diff(o, diff_at, b"", updated)
+    except (_Unsupported, ValueError, IndexError, struct.error):
         return None
-    updated = (len(body) + 5).to_bytes(4, "little") + body + b"\x00"
-    value_size = 4 + len(_UPDATED_FIELDS) + len(updated) + len(_EMPTY_LISTS)
-    return _FIELD_NAME + value_size.to_bytes(4, "little") + _UPDATED_FIELDS + updated + _EMPTY_LISTS
+    body = b"".join(updated)
+    fields = (len(body) + 5).to_bytes(4, "little") + body + b"\x00"
+    value_size_ = 4 + len(_UPDATED_FIELDS) + len(fields) + len(_EMPTY_LISTS)
+    return _FIELD_NAME + value_size_.to_bytes(4, "little") + _UPDATED_FIELDS + fields + _EMPTY_LISTS
+
+
+def _elements(o: bytes, at: int) -> list[tuple[int, bytes, int, int]]:
+    """(type, name, value start, value end) of each element of the document at ``o[at]``."""
+    end = at + int.from_bytes(o[at : at + 4], "little") - 1
+    if end >= len(o) or o[end] != 0:
+        raise _Unsupported
+    found = []
+    pos = at + 4
+    while pos < end:
+        kind = o[pos]
+        name_end = o.index(0, pos + 1, end)
+        size = value_size(o, kind, name_end + 1)
+        if size is None:
+            raise _Unsupported
+        value_end = name_end + 1 + size
+        found.append((kind, o[pos + 1 : name_end], name_end + 1, value_end))
+        pos = value_end
+    if pos != end:
+        raise _Unsupported
+    return found
+
+
+def _document_diff(o: bytes, at: int, prefix: bytes, updated: list[bytes]) -> None:
+    """A document diff: ``u`` then ``i`` sections, then ``s<field>`` sub-diffs."""
+    elements = _elements(o, at)
+    if not elements:
+        raise _Unsupported  # an empty diff is an error the reference reports
+    previous = 0
+    in_sub_diffs = False
+    for kind, name, value_at, _ in elements:
+        if kind != 0x03:
+            raise _Unsupported
+        rank = _SECTION_RANK.get(name)
+        if rank is not None and not in_sub_diffs and rank > previous:
+            previous = rank
+            for inner_kind, inner_name, inner_at, inner_end in _elements(o, value_at):
+                updated.append(
+                    bytes((inner_kind,)) + prefix + inner_name + b"\x00" + o[inner_at:inner_end]
+                )
+        elif name[:1] == b"s":
+            in_sub_diffs = True
+            _sub_diff(o, value_at, prefix + name[1:] + b".", updated)
+        else:
+            raise _Unsupported
+
+
+def _sub_diff(o: bytes, at: int, prefix: bytes, updated: list[bytes]) -> None:
+    if not o.startswith(_ARRAY_HEADER, at + 4):
+        _document_diff(o, at, prefix, updated)
+        return
+    for kind, name, value_at, value_end in _elements(o, at)[1:]:
+        digits = name[1:]
+        if not (digits.isdigit() and int(digits) <= _INT32_MAX):
+            raise _Unsupported
+        path = prefix + str(int(digits)).encode()
+        if name[:1] == b"u":
+            updated.append(bytes((kind,)) + path + b"\x00" + o[value_at:value_end])
+        elif name[:1] == b"s" and kind == 0x03:
+            _sub_diff(o, value_at, path + b".", updated)
+        else:
+            raise _Unsupported  # l (truncation), or a malformed entry
