@@ -20,6 +20,7 @@ from bson.timestamp import Timestamp
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.transform import ChangeStreamOptions
 from shardstream.transform.fast_path import fast_path_applies
+from shardstream.transform.raw_event_writer import encode_event_document
 from tests.transform.fast_path_oracle import as_read_from_file, fast_run, reference_run
 from tests.transform.raw_corpus import generate_entries
 from tests.transform.vector_cases import RAW_CASES, SKIPPED, oplog_entries, options_for
@@ -178,3 +179,11 @@ def test_update_diffs_give_the_reference_description(name: str) -> None:
         "wall": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
     }
     _assert_same(as_read_from_file([entry]), ChangeStreamOptions())
+
+
+def test_the_reference_encoder_keeps_fields_before_id() -> None:
+    # pymongo would move a top-level _id first; a transaction's events put txnNumber first.
+    document = {"txnNumber": Int64(1), "lsid": {"id": 1}, "_id": {"_data": "82"}, "x": 1}
+    encoded = encode_event_document(document)
+    assert list(bson.decode(encoded)) == ["txnNumber", "lsid", "_id", "x"]
+    assert bson.decode(encoded) == document

@@ -47,6 +47,7 @@ from shardstream.transform.raw_event_writer import (
     update_description_element,
     write_crud_event,
 )
+from shardstream.transform.raw_transaction import Fields, parse_transaction
 from shardstream.transform.raw_update_description import simple_update_description
 from shardstream.transform.unwind_transaction import TransactionHistory
 from shardstream.transform.view_event import VIEWS_COLLECTION
@@ -55,12 +56,15 @@ _INSERT: Final = 0x69  # i
 _UPDATE: Final = 0x75  # u
 _DELETE: Final = 0x64  # d
 _NOOP: Final = 0x6E  # n
+_COMMAND: Final = 0x63  # c
 _OPERATION_TYPES: Final = {_INSERT: f.INSERT, _UPDATE: f.UPDATE, _DELETE: f.DELETE}
 _OTHER_LAYOUT: Final = -2
 _SHORT_OP: Final = b"\x02\x00\x00\x00"  # a one-character op string's length
 _OID_ID_ELEMENT: Final = b"\x07_id\x00"
 _NEW_SHARD_EVENTS: Final = frozenset({f.NEW_SHARD_DETECTED, f.NEW_SHARD_DETECTED_LEGACY})
 _NOT_BUILT: Final = object()
+_MISSING: Final = (0, 0, 0)  # (type, start, end) of an absent field
+_UUID_HEADER: Final = b"\x10\x00\x00\x00\x04"  # BinData: 16 bytes, subtype 4
 
 
 def fast_path_applies(options: ChangeStreamOptions) -> bool:
@@ -116,7 +120,7 @@ class FastShardPipeline:
         self._start = ts_key(start) if start is not None else -1
         # Templates by the entry's op-ns-ui bytes (layout matches) or by (ns, ui, op).
         self._layout_templates: dict[bytes, CrudEventTemplate | None] = {}
-        self._slot_templates: dict[tuple[bytes, bytes, int], CrudEventTemplate | None] = {}
+        self._slot_templates: dict[tuple[Any, ...], CrudEventTemplate | None] = {}
         self._offset = 0
         self.fast_entries = 0
         self.reference_entries = 0
@@ -229,6 +233,8 @@ class FastShardPipeline:
         ts = int.from_bytes(ts_value, "little")
         if op == _NOOP:
             return ts if slots[OBJECT2] < 0 else -1  # see _by_layout
+        if op == _COMMAND:
+            return self._transaction(doc, keys, events)
         if op not in _OPERATION_TYPES:
             return -1
         if ts < self._start:
@@ -286,7 +292,52 @@ class FastShardPipeline:
         events.append(event)
         return ts
 
-    def _template(self, ns: bytes, ui: bytes, op: int) -> CrudEventTemplate | None:
+    def _transaction(self, doc: bytes, keys: list[bytes], events: list[bytes]) -> int:
+        """A simple committed transaction's events; -1 sends ``doc`` to the reference."""
+        txn = parse_transaction(doc)
+        if txn is None:
+            return -1
+        ts = int.from_bytes(txn.ts, "little")
+        if ts < self._start:
+            return ts
+        new_keys: list[bytes] = []
+        new_events: list[bytes] = []
+        for index, op in enumerate(txn.ops):
+            kind, at, end = op.get(b"op", _MISSING)
+            op_value = doc[at:end]
+            if kind != 0x02 or len(op_value) != 6 or op_value[4] not in _OPERATION_TYPES:
+                return -1  # not CRUD (a command inside, or a no-op: an error)
+            ns_kind, at, end = op.get(b"ns", _MISSING)
+            ui_kind, ui_at, ui_end = op.get(b"ui", _MISSING)
+            if ns_kind != 0x02 or ui_kind != 0x05 or doc[ui_at : ui_at + 5] != _UUID_HEADER:
+                return -1
+            ident = (doc[at + 4 : end - 1], doc[ui_at + 5 : ui_end], op_value[4], index)
+            template = self._slot_templates.get(ident, _NOT_BUILT)
+            if template is _NOT_BUILT:
+                template = self._slot_templates[ident] = self._template(*ident)
+            if not isinstance(template, CrudEventTemplate) or len(ident[1]) != 16:
+                return -1
+            if not template.matched:
+                continue
+            o_kind, at, end = op.get(b"o", _MISSING)
+            if o_kind != 0x03:
+                return -1
+            parts = _crud_parts(op_value[4], doc[at:end], op, doc)
+            if parts is None:
+                return -1
+            full_document, key, description = parts
+            sort_key, event = write_crud_event(
+                template, ts, txn.ts, txn.wall, full_document, key, description, txn.leading
+            )
+            new_keys.append(sort_key)
+            new_events.append(event)
+        keys += new_keys
+        events += new_events
+        return ts
+
+    def _template(
+        self, ns: bytes, ui: bytes, op: int, txn_op_index: int = 0
+    ) -> CrudEventTemplate | None:
         """A new event template; None when the reference path must decide."""
         try:
             namespace = ns.decode()
@@ -298,7 +349,12 @@ class FastShardPipeline:
         matched = self._match.operation({"op": "i", "ns": namespace})
         version = self._options.default_token_version
         template = CrudEventTemplate(
-            namespace, uuid_module.UUID(bytes=ui), _OPERATION_TYPES[op], version, matched=matched
+            namespace,
+            uuid_module.UUID(bytes=ui),
+            _OPERATION_TYPES[op],
+            version,
+            matched=matched,
+            txn_op_index=txn_op_index,
         )
         return template if template.token_middle is not None else None
 
@@ -322,6 +378,32 @@ class FastShardPipeline:
             events.append(encode_event_document(event.document))
         ts = entry.get("ts")
         return ts_key(ts) if isinstance(ts, Timestamp) else -1
+
+
+def _crud_parts(
+    op: int, o: bytes, fields: Fields, doc: bytes
+) -> tuple[bytes | None, bytes, bytes] | None:
+    """(fullDocument, documentKey, updateDescription) of a transaction's op, or None."""
+    if int.from_bytes(o[:4], "little") != len(o):
+        return None
+    kind, at, end = fields.get(b"o2", _MISSING)
+    o2 = doc[at:end] if kind == 0x03 else None
+    if kind not in (0x03, 0):
+        return None
+    if op == _DELETE:
+        return (None, o, b"") if _is_object_id_key(o) else None
+    if op == _INSERT:
+        if o2 is None and o[4:9] == _OID_ID_ELEMENT:
+            o2 = OBJECT_ID_KEY_HEADER + o[9:21] + b"\x00"
+        return (o, o2, b"") if o2 is not None and _is_object_id_key(o2) else None
+    description = _v2_update_description(o)
+    if description is None or o2 is None or not _is_object_id_key(o2):
+        return None
+    return None, o2, description
+
+
+def _is_object_id_key(key: bytes) -> bool:
+    return len(key) == OBJECT_ID_KEY_SIZE and key.startswith(OBJECT_ID_KEY_HEADER)
 
 
 def _object_id_key(doc: bytes, at: int) -> bytes:

@@ -100,6 +100,31 @@ def value_size(doc: bytes, kind: int, at: int) -> int | None:
     return size if size >= 0 else None
 
 
+def elements(doc: bytes, at: int) -> list[tuple[int, bytes, int, int]] | None:
+    """(type, name, value start, value end) of each element of the document at ``doc[at]``.
+
+    None when the document is malformed or holds a type not sized here.
+    """
+    try:
+        end = at + int(_INT32.unpack_from(doc, at)[0]) - 1
+        if end >= len(doc) or end < at + 4 or doc[end] != 0:
+            return None
+        found = []
+        pos = at + 4
+        while pos < end:
+            kind = doc[pos]
+            name_end = doc.index(0, pos + 1, end)
+            size = value_size(doc, kind, name_end + 1)
+            if size is None:
+                return None
+            value_end = name_end + 1 + size
+            found.append((kind, doc[pos + 1 : name_end], name_end + 1, value_end))
+            pos = value_end
+    except (ValueError, IndexError, struct.error):
+        return None
+    return found if pos == end else None
+
+
 def scan_entry(doc: bytes) -> list[int] | None:
     """Return the offsets of the CRUD slots in ``doc`` (one whole BSON document).
 

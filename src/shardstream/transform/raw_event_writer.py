@@ -90,9 +90,10 @@ class CrudEventTemplate:
         token_version: int,
         *,
         matched: bool = True,
+        txn_op_index: int = 0,
     ) -> None:
         self.matched = matched
-        layout = _token_layout(ui, operation_type, token_version)
+        layout = _token_layout(ui, operation_type, token_version, txn_op_index)
         self.token_middle: bytes | None = None
         self.token_suffix = b""
         if layout is not None:
@@ -122,7 +123,7 @@ class CrudEventTemplate:
 
 
 def _token_layout(
-    ui: uuid_module.UUID, operation_type: str, version: int
+    ui: uuid_module.UUID, operation_type: str, version: int, txn_op_index: int
 ) -> tuple[bytes, bytes] | None:
     """The token bytes between the time and the ObjectId, and after it (reference encoder).
 
@@ -134,6 +135,7 @@ def _token_layout(
             cluster_time=ts,
             operation_type=operation_type,
             version=version,
+            txn_op_index=txn_op_index,
             uuid=ui,
             document_key={"_id": object_id},
         )
@@ -157,6 +159,7 @@ def write_crud_event(
     full_document: bytes | None,
     document_key: bytes,
     update_description: bytes,
+    leading: bytes = b"",
 ) -> tuple[bytes, bytes]:
     """Return (sort key, event BSON) of one CRUD event, fields in the server's order.
 
@@ -164,12 +167,13 @@ def write_crud_event(
     ``wall_value`` are its raw 8 bytes.  The sort key is the token's ``_data`` (upper-case
     hex), which orders the merge.  ``full_document`` and ``document_key`` are whole BSON
     documents, the key being ``{_id: ObjectId}``; ``update_description`` is a whole
-    element (type, name, value), or b"".
+    element (type, name, value), or b"".  ``leading`` holds whole elements that come
+    before ``_id`` (a transaction's ``txnNumber`` and ``lsid``).
     """
     assert template.token_middle is not None
     token = b"\x82" + ts.to_bytes(8, "big") + template.token_middle
     data = binascii.hexlify(token + document_key[9:21] + template.token_suffix).upper()
-    size = template.fixed_size + len(update_description)
+    size = template.fixed_size + len(update_description) + len(leading)
     if full_document is None:
         full_document = field = b""
     else:
@@ -178,6 +182,7 @@ def write_crud_event(
     event = b"".join(
         (
             size.to_bytes(4, "little"),
+            leading,
             template.id_prefix,
             data,
             template.after_token,
@@ -206,18 +211,22 @@ def update_description_element(diff: Mapping[str, Any]) -> bytes:
 
 
 def encode_event_document(document: Mapping[str, Any]) -> bytes:
-    """The reference BSON of an event document, repeated ``updatedFields`` names kept.
+    """The reference BSON of an event document, in its field order, repeated names kept.
 
-    A :class:`FieldList` only ever sits directly in ``updateDescription`` (``updatedFields``,
-    ``disambiguatedPaths``); pymongo's encoder would repeat the first value of a repeated
-    name, so those are encoded pair by pair.
+    pymongo's encoder moves ``_id`` to the front of a top-level document, but events
+    put ``txnNumber``, ``lsid``, ``to`` and the like before it; so the event is encoded
+    as the value of a wrapper field (nested documents keep their order) and cut out.
+    A :class:`FieldList` only ever sits directly in ``updateDescription``
+    (``updatedFields``, ``disambiguatedPaths``); pymongo's encoder would repeat the
+    first value of a repeated name, so those are encoded pair by pair.
     """
     description = document.get("updateDescription")
     if isinstance(description, Mapping) and any(
         isinstance(part, FieldList) for part in description.values()
     ):
         document = {**document, "updateDescription": _encodable(description)}
-    return bson.encode(document, codec_options=EVENT_CODEC_OPTIONS)
+    wrapped = bson.encode({"e": document}, codec_options=EVENT_CODEC_OPTIONS)
+    return wrapped[7:-1]  # int32 length, 0x03 "e" NUL ... the event ... NUL
 
 
 def _encodable(description: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from shardstream.transform.raw_entry import value_size
+from shardstream.transform.raw_entry import elements
 
 _V2_HEADERS: Final = (
     b"\x10$v\x00\x02\x00\x00\x00\x03diff\x00",  # $v: int32 2
@@ -63,22 +63,8 @@ def simple_update_description(o: bytes) -> bytes | None:
 
 
 def _elements(o: bytes, at: int) -> list[tuple[int, bytes, int, int]]:
-    """(type, name, value start, value end) of each element of the document at ``o[at]``."""
-    end = at + int.from_bytes(o[at : at + 4], "little") - 1
-    if end >= len(o) or o[end] != 0:
-        raise _Unsupported
-    found = []
-    pos = at + 4
-    while pos < end:
-        kind = o[pos]
-        name_end = o.index(0, pos + 1, end)
-        size = value_size(o, kind, name_end + 1)
-        if size is None:
-            raise _Unsupported
-        value_end = name_end + 1 + size
-        found.append((kind, o[pos + 1 : name_end], name_end + 1, value_end))
-        pos = value_end
-    if pos != end:
+    found = elements(o, at)
+    if found is None:
         raise _Unsupported
     return found
 
