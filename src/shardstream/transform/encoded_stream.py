@@ -57,30 +57,34 @@ def encode_shard(
         ChangeStreamHistoryLost: the oplog starts after ``start``.
     """
     last = -1
-    first = True
+    start_key = ts_key(start) if start is not None else None
+    process = pipeline.process
     for docs in batches:
         keys: list[bytes] = []
         events: list[bytes] = []
-        process = pipeline.process
         for doc in docs:
             ts = process(doc, keys, events)
-            if first and start is not None and ts > ts_key(start):
-                raise ChangeStreamHistoryLost(
-                    f"Resume of change stream was not possible, as the resume point may no "
-                    f"longer be in the oplog: shard {pipeline.name!r} starts at "
-                    f"{_timestamp(ts)!r}, after the stream's start {start!r} (server error 286)"
-                )
-            first = False
-            if check_order and not pipeline.closed:
-                if ts <= last:
+            if start_key is not None:  # only the shard's first entry is checked
+                if ts > start_key:
+                    raise ChangeStreamHistoryLost(
+                        f"Resume of change stream was not possible, as the resume point may "
+                        f"no longer be in the oplog: shard {pipeline.name!r} starts at "
+                        f"{_timestamp(ts)!r}, after the stream's start {start!r} (server "
+                        "error 286)"
+                    )
+                start_key = None
+            if check_order:
+                if ts <= last and not pipeline.closed:
                     raise OplogError(
                         f"shard {pipeline.name!r}: expected ts to increase, got "
                         f"{_timestamp(ts)!r} after {_timestamp(last)!r}"
                     )
                 last = ts
-            if pipeline.closed:
-                yield EncodedBatch(keys, events, pipeline.invalidate_key)
-                return
+            if ts < 0 and pipeline.closed:
+                break
+        if pipeline.closed:
+            yield EncodedBatch(keys, events, pipeline.invalidate_key)
+            return
         yield EncodedBatch(keys, events)
 
 

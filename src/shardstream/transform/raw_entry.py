@@ -110,13 +110,16 @@ def elements(doc: bytes, at: int) -> list[tuple[int, bytes, int, int]] | None:
         if end >= len(doc) or end < at + 4 or doc[end] != 0:
             return None
         found = []
+        fixed = _FIXED_SIZES
         pos = at + 4
         while pos < end:
             kind = doc[pos]
             name_end = doc.index(0, pos + 1, end)
-            size = value_size(doc, kind, name_end + 1)
+            size = fixed.get(kind)
             if size is None:
-                return None
+                size = value_size(doc, kind, name_end + 1)
+                if size is None:
+                    return None
             value_end = name_end + 1 + size
             found.append((kind, doc[pos + 1 : name_end], name_end + 1, value_end))
             pos = value_end

@@ -76,12 +76,16 @@ def _document_diff(o: bytes, at: int, prefix: bytes, updated: list[bytes]) -> No
         raise _Unsupported  # an empty diff is an error the reference reports
     previous = 0
     in_sub_diffs = False
-    for kind, name, value_at, _ in elements:
+    for kind, name, value_at, value_end in elements:
         if kind != 0x03:
             raise _Unsupported
         rank = _SECTION_RANK.get(name)
         if rank is not None and not in_sub_diffs and rank > previous:
             previous = rank
+            if not prefix:  # at the root the elements keep their names: copy the body
+                _elements(o, value_at)  # (checked all the same)
+                updated.append(o[value_at + 4 : value_end - 1])
+                continue
             for inner_kind, inner_name, inner_at, inner_end in _elements(o, value_at):
                 updated.append(
                     bytes((inner_kind,)) + prefix + inner_name + b"\x00" + o[inner_at:inner_end]
