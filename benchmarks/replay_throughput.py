@@ -46,7 +46,7 @@ from shardstream.bench_offline import (
 )
 from shardstream.merger.encoded_merge import merge_encoded
 from shardstream.merger.shard_workers import shard_batches
-from shardstream.replay_bson import _reference_batches
+from shardstream.replay_bson import reference_batches
 from shardstream.transform import ChangeStreamOptions
 from shardstream.transform.encoded_stream import EncodedBatch, quiet_collector
 
@@ -159,7 +159,7 @@ def main() -> None:
     reference.add(
         "reference path (decode all, MergedStream)",
         "events",
-        lambda: sum(len(batch) for batch in _reference_batches(small, None, OPTIONS)),
+        lambda: sum(len(batch) for batch in reference_batches(small, None, OPTIONS)),
     )
     reference.add("decode_file_iter, the same files", "entries", lambda: count_entries(small))
     rates += reference.run(repeats)

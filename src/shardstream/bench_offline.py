@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 import bson
 
+from shardstream.errors import OplogError
 from shardstream.merger.encoded_merge import merge_encoded
 from shardstream.merger.shard_workers import shard_batches
 from shardstream.replay_bson import write_bson_events
@@ -74,9 +75,12 @@ def count_entries(shards: Shards) -> int:
     """Decode every file to dicts, streaming, as ``bson.decode_file_iter`` does; count them."""
     count = 0
     for _, path in shards:
-        with Path(path).open("rb") as stream:
-            for _ in bson.decode_file_iter(stream):
-                count += 1
+        try:
+            with Path(path).open("rb") as stream:
+                for _ in bson.decode_file_iter(stream):
+                    count += 1
+        except OSError as exc:
+            raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
     return count
 
 

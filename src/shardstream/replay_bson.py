@@ -59,7 +59,7 @@ def _event_batches(
     workers: int,
 ) -> Iterator[list[bytes]]:
     if not uses_fast_path(shards, input_format, options):
-        yield from _reference_batches(shards, input_format, options)
+        yield from reference_batches(shards, input_format, options)
         return
     if len(shards) == 1:
         path = shards[0][1]
@@ -78,7 +78,7 @@ def _event_batches(
         pool.close()
 
 
-def _reference_batches(
+def reference_batches(
     shards: Sequence[tuple[str, str]],
     input_format: InputFormat | None,
     options: ChangeStreamOptions,
