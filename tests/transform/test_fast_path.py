@@ -187,3 +187,19 @@ def test_the_reference_encoder_keeps_fields_before_id() -> None:
     encoded = encode_event_document(document)
     assert list(bson.decode(encoded)) == ["txnNumber", "lsid", "_id", "x"]
     assert bson.decode(encoded) == document
+
+
+def test_the_fast_path_keeps_types_the_reference_decoder_folds() -> None:
+    # A Symbol (0x0E) in the document: pymongo decodes it to str and re-encodes a string
+    # (0x02); the fast path copies the server's bytes, as mongod would send them.
+    entry = next(e for e in generate_entries(50, 1) if e["op"] == "i" and "o2" in e)
+    entry = {**entry, "ns": "shop.orders", "o": {**entry["o"], "sym": "abc"}}
+    doc = bytearray(bson.encode(entry))
+    at = doc.index(b"\x02sym\x00")
+    doc[at] = 0x0E
+    (_, events, _), pipeline = fast_run([bytes(doc)], ChangeStreamOptions())
+    (_, reference_events, _) = reference_run([bytes(doc)], ChangeStreamOptions())
+    assert pipeline.fast_entries == 1
+    assert b"\x0esym\x00" in events[0]
+    assert b"\x02sym\x00" in reference_events[0]
+    assert events[0].replace(b"\x0esym\x00", b"\x02sym\x00") == reference_events[0]
