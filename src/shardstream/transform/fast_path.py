@@ -47,7 +47,11 @@ from shardstream.transform.raw_event_writer import (
     update_description_element,
     write_crud_event,
 )
-from shardstream.transform.raw_transaction import Fields, parse_transaction
+from shardstream.transform.raw_transaction import (
+    Fields,
+    parse_laid_out_transaction,
+    parse_transaction,
+)
 from shardstream.transform.raw_update_description import simple_update_description
 from shardstream.transform.unwind_transaction import TransactionHistory
 from shardstream.transform.view_event import VIEWS_COLLECTION
@@ -185,6 +189,9 @@ class FastShardPipeline:
             # yields nothing, and transaction bookkeeping only looks at op "c".
             return int.from_bytes(ts_value, "little")
         else:
+            # A transaction starts with lsid (or op, for one without a session).
+            if doc[4] == 0x03 or op == _COMMAND:
+                return self._laid_out_transaction(doc, keys, events)
             return _OTHER_LAYOUT
         ts = int.from_bytes(ts_value, "little")
         if ts < self._start:
@@ -208,14 +215,17 @@ class FastShardPipeline:
         events.append(event)
         return ts
 
-    def _layout_template(self, ident: bytes) -> CrudEventTemplate | None:
+    def _layout_template(self, ident: bytes, txn_op_index: int = 0) -> CrudEventTemplate | None:
         """The template of a layout match's op-ns-ui bytes (checks the ns length once)."""
         size = int.from_bytes(ident[14:18], "little")
         ns = ident[18 : 17 + size]
         template: CrudEventTemplate | None = None
         if size >= 1 and len(ident) == 18 + size + 25 and ident[17 + size] == 0:
-            template = self._template(ns, ident[-16:], ident[8])
-        self._layout_templates[ident] = template
+            template = self._template(ns, ident[-16:], ident[8], txn_op_index)
+        if txn_op_index:
+            self._slot_templates[(ident, txn_op_index)] = template
+        else:
+            self._layout_templates[ident] = template
         return template
 
     def _by_slots(
@@ -290,6 +300,55 @@ class FastShardPipeline:
         )
         keys.append(sort_key)
         events.append(event)
+        return ts
+
+    def _laid_out_transaction(self, doc: bytes, keys: list[bytes], events: list[bytes]) -> int:
+        """A simple committed transaction in mongod's layout; _OTHER_LAYOUT if not one."""
+        parsed = parse_laid_out_transaction(doc)
+        if parsed is None:
+            return _OTHER_LAYOUT
+        leading, ts_value, wall_value, ops = parsed
+        ts = int.from_bytes(ts_value, "little")
+        if ts < self._start:
+            return ts
+        new_keys: list[bytes] = []
+        new_events: list[bytes] = []
+        templates = self._slot_templates
+        for index, (ident, o, key) in enumerate(ops):
+            template = (
+                self._layout_templates.get(ident, _NOT_BUILT)
+                if index == 0
+                else templates.get((ident, index), _NOT_BUILT)
+            )
+            if template is _NOT_BUILT:
+                template = self._layout_template(ident, index)
+            if not isinstance(template, CrudEventTemplate):
+                return -1
+            if not template.matched:
+                continue
+            op = ident[8]
+            description = b""
+            if op == _UPDATE:
+                update = _v2_update_description(o)
+                if update is None:
+                    return -1
+                description = update
+            elif int.from_bytes(o[:4], "little") != len(o) or o[-1] != 0:
+                return -1
+            sort_key, event = write_crud_event(
+                template,
+                ts,
+                ts_value,
+                wall_value,
+                o if op == _INSERT else None,
+                key,
+                description,
+                leading,
+            )
+            new_keys.append(sort_key)
+            new_events.append(event)
+        keys += new_keys
+        events += new_events
         return ts
 
     def _transaction(self, doc: bytes, keys: list[bytes], events: list[bytes]) -> int:

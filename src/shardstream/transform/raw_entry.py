@@ -72,6 +72,17 @@ KEYED_WRITE_LAYOUT: Final = re.compile(
 )
 # delete: (template key, o = documentKey, ts, wall)
 DELETE_LAYOUT: Final = re.compile(_HEAD % rb"d" + rb"\x03o\x00" + _OBJECT_ID_KEY + _TAIL, re.DOTALL)
+# An op inside applyOps, its document's elements only (no length prefix, no final NUL):
+# insert / update with o2 = {_id: ObjectId}: (template key, o, documentKey); delete:
+# (template key, o = documentKey).
+OP_IN_APPLY_OPS_LAYOUT: Final = re.compile(
+    _HEAD % rb"[iu]" + rb"\x03o\x00(.*)\x03o2\x00" + _OBJECT_ID_KEY, re.DOTALL
+)
+DELETE_IN_APPLY_OPS_LAYOUT: Final = re.compile(
+    _HEAD % rb"d" + rb"\x03o\x00" + _OBJECT_ID_KEY, re.DOTALL
+)
+# The tail of a transaction entry after o (and prevOpTime): (ts, wall).
+TRANSACTION_TAIL: Final = re.compile(_TAIL, re.DOTALL)
 # a no-op without o2 (the periodic noop): (o, ts); it yields no event.
 NOOP_LAYOUT: Final = re.compile(
     rb"\x02op\x00\x02\x00\x00\x00n\x00\x02ns\x00.{4}[^\x00]*\x00\x03o\x00(.*)"

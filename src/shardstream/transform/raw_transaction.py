@@ -15,7 +15,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-from shardstream.transform.raw_entry import elements
+from shardstream.transform.raw_entry import (
+    DELETE_IN_APPLY_OPS_LAYOUT,
+    OP_IN_APPLY_OPS_LAYOUT,
+    TRANSACTION_TAIL,
+    elements,
+)
 
 # {ts: Timestamp(0, 0), t: NumberLong(-1)}: the prevOpTime of a transaction's first entry.
 NULL_OP_TIME: Final = (
@@ -45,6 +50,78 @@ class RawTransaction:
     ts: bytes
     wall: bytes
     ops: list[Fields]
+
+
+_LSID: Final = b"\x03lsid\x00"
+_TXN_NUMBER: Final = b"\x12txnNumber\x00"
+_OP_C: Final = b"\x02op\x00\x02\x00\x00\x00c\x00"
+_NS: Final = b"\x02ns\x00"
+_APPLY_OPS: Final = b"\x03o\x00"
+_APPLY_OPS_ARRAY: Final = b"\x04applyOps\x00"
+_PREV_OP_TIME: Final = b"\x03prevOpTime\x00" + NULL_OP_TIME
+
+# One op of a transaction in mongod's layout: (template key, o, documentKey) as matched by
+# OP_IN_APPLY_OPS_LAYOUT / DELETE_IN_APPLY_OPS_LAYOUT (o is the documentKey for a delete).
+LaidOutOp = tuple[bytes, bytes, bytes]
+
+
+def parse_laid_out_transaction(doc: bytes) -> tuple[bytes, bytes, bytes, list[LaidOutOp]] | None:
+    """A simple committed transaction in mongod's field order: (leading, ts, wall, ops).
+
+    lsid, txnNumber, op, ns, o: {applyOps}, prevOpTime (null), ts, t, v, wall, each op
+    laid out as mongod writes it.  None for any other layout (:func:`parse_transaction`
+    reads those).
+    """
+    pos = 4
+    leading = b""
+    lsid = b""
+    if doc.startswith(_LSID, pos):
+        end = pos + 6 + int.from_bytes(doc[pos + 6 : pos + 10], "little")
+        lsid = doc[pos:end]
+        pos = end
+    if doc.startswith(_TXN_NUMBER, pos):
+        leading = doc[pos : pos + 19]
+        pos += 19
+    leading += lsid
+    if not doc.startswith(_OP_C, pos) or not doc.startswith(_NS, pos + 10):
+        return None
+    pos += 14
+    pos += 4 + int.from_bytes(doc[pos : pos + 4], "little")
+    if not doc.startswith(_APPLY_OPS, pos) or not doc.startswith(_APPLY_OPS_ARRAY, pos + 7):
+        return None
+    o_end = pos + 3 + int.from_bytes(doc[pos + 3 : pos + 7], "little")
+    array_at = pos + 17
+    array_end = array_at + int.from_bytes(doc[array_at : array_at + 4], "little")
+    if array_end + 1 != o_end or doc[o_end - 1] != 0 or doc[array_end - 1] != 0:
+        return None  # o holds more than applyOps, or its lengths disagree
+    pos = o_end + len(_PREV_OP_TIME) if doc.startswith(_PREV_OP_TIME, o_end) else o_end
+    tail = TRANSACTION_TAIL.fullmatch(doc, pos)
+    if tail is None:
+        return None
+    ops: list[LaidOutOp] = []
+    pos = array_at + 4
+    last = array_end - 1
+    while pos < last:
+        if doc[pos] != 0x03:
+            return None
+        at = doc.index(0, pos + 1, last) + 1  # the op document, after its index name
+        end = at + int.from_bytes(doc[at : at + 4], "little")
+        if end > last or doc[end - 1] != 0:
+            return None
+        match = OP_IN_APPLY_OPS_LAYOUT.fullmatch(doc, at + 4, end - 1)
+        if match is not None:
+            ops.append(match.groups())  # type: ignore[arg-type]
+        else:
+            match = DELETE_IN_APPLY_OPS_LAYOUT.fullmatch(doc, at + 4, end - 1)
+            if match is None:
+                return None
+            ident, key = match.groups()
+            ops.append((ident, key, key))
+        pos = end
+    if not ops or pos != last:
+        return None
+    ts, wall = tail.groups()
+    return leading, ts, wall, ops
 
 
 def parse_transaction(doc: bytes) -> RawTransaction | None:

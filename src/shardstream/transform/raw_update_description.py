@@ -4,7 +4,8 @@ Most delta updates set or add fields, at the top level or below it:
 ``o = {$v: 2, diff: {u: {...}, i: {...}, s<field>: <sub-diff>...}}``, where an
 array sub-diff is ``{a: true, u<index>: <value>, s<index>: <sub-diff>...}``.  Their
 ``updatedFields`` is every ``u``/``i`` element in walk order, renamed to its dotted
-path, with the value's bytes copied; nothing is removed or truncated.  Diffs with
+path, with the value's bytes copied (values are framed, not validated, as everywhere on
+the fast path); nothing is removed or truncated.  Diffs with
 anything else (deletes, binary sections, array truncation, section names the
 server reads by their first letter only, malformed parts) return None, and the
 caller decodes them for the reference parser
@@ -83,7 +84,8 @@ def _document_diff(o: bytes, at: int, prefix: bytes, updated: list[bytes]) -> No
         if rank is not None and not in_sub_diffs and rank > previous:
             previous = rank
             if not prefix:  # at the root the elements keep their names: copy the body
-                _elements(o, value_at)  # (checked all the same)
+                if o[value_end - 1] != 0:
+                    raise _Unsupported
                 updated.append(o[value_at + 4 : value_end - 1])
                 continue
             for inner_kind, inner_name, inner_at, inner_end in _elements(o, value_at):
