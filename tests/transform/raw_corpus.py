@@ -47,6 +47,14 @@ def generate_entries(count: int, seed: int) -> Iterator[dict[str, Any]]:
                 entry["o2"] = {"shardCollection": "shop.orders"}
         elif roll < 0.10:
             ops = [_insert(rng, ns, uuids, keys) for _ in range(rng.randint(1, 3))]
+            plain = [(key_ns, key) for key_ns, key in keys if "views" not in key_ns]
+            if plain and rng.random() < 0.5:
+                key_ns, key = rng.choice(plain)
+                ops.append(
+                    {"op": "u", "ns": key_ns, "ui": uuids[key_ns], "o": _update(rng), "o2": key}
+                )
+                key_ns, key = rng.choice(plain)
+                ops.append({"op": "d", "ns": key_ns, "ui": uuids[key_ns], "o": key})
             entry = {
                 "lsid": {"id": _uuid(rng)},
                 "txnNumber": Int64(number),
