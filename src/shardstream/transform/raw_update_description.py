@@ -16,9 +16,17 @@ raises the server's errors.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from typing import Final
 
+import bson
+from bson.errors import BSONError
+from bson.int64 import Int64
+
+from shardstream.errors import TransformError
+from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.transform.raw_entry import elements
+from shardstream.transform.raw_event_writer import update_description_element
 
 _V2_HEADERS: Final = (
     b"\x10$v\x00\x02\x00\x00\x00\x03diff\x00",  # $v: int32 2
@@ -36,6 +44,31 @@ _EMPTY_LISTS: Final = (
 
 class _Unsupported(Exception):
     """The diff needs the reference parser."""
+
+
+def update_description_bytes(o: bytes) -> bytes | None:
+    """The ``updateDescription`` element of a ``$v:2`` update's ``o``; None for any other update.
+
+    Common diffs are copied (:func:`simple_update_description`); the others are decoded
+    for the reference parser.  None also when the reference would raise: it reports the
+    error with the entry's ``ts``.
+    """
+    simple = simple_update_description(o)
+    if simple is not None:
+        return simple
+    try:
+        decoded = bson.decode(o, codec_options=OPLOG_CODEC_OPTIONS)
+    except (BSONError, ValueError, OverflowError):
+        return None
+    version = decoded.get("$v")
+    diff = decoded.get("diff")
+    # As EventTransform._update: an int32/int64 2 (a double 2.0 is not), and a document diff.
+    if type(version) not in (int, Int64) or version != 2 or not isinstance(diff, Mapping):
+        return None
+    try:
+        return update_description_element(diff)
+    except TransformError:
+        return None
 
 
 def simple_update_description(o: bytes) -> bytes | None:
