@@ -77,7 +77,12 @@ class WorkerPool:
         stash = self._stash[index]
         connection = self._connections[self._worker_of[index]]
         while not stash:
-            shard, message = connection.recv()
+            try:
+                shard, message = connection.recv()
+            except EOFError:
+                raise ShardstreamError(
+                    f"the worker process reading shard {index} ended without finishing it"
+                ) from None
             if shard < 0:
                 kind, text = message
                 raise getattr(errors, kind, ShardstreamError)(text)
@@ -108,9 +113,11 @@ def _work(
                         del streams[index]
                         continue
                     send.send((index, (batch.keys, batch.events, batch.invalidate_key)))
-    except ShardstreamError as exc:
-        send.send((-1, (type(exc).__name__, str(exc))))
     except BrokenPipeError:
         pass  # the parent stopped reading (the stream ended early)
+    except ShardstreamError as exc:
+        send.send((-1, (type(exc).__name__, str(exc))))
+    except Exception as exc:  # a bug: still tell the parent what happened
+        send.send((-1, ("ShardstreamError", f"worker failed: {type(exc).__name__}: {exc}")))
     finally:
         send.close()
