@@ -85,12 +85,20 @@ def simple_update_description(o: bytes) -> bytes | None:
     diff_end = diff_at + int.from_bytes(o[diff_at : diff_at + 4], "little")
     if diff_end != len(o) - 1:
         return None  # more fields after diff, or a malformed diff
-    updated: list[bytes] = []
-    try:
-        _document_diff(o, diff_at, b"", updated)
-    except (_Unsupported, ValueError, IndexError, struct.error):
-        return None
-    body = b"".join(updated)
+    section = diff_at + 4
+    section_end = section + 3 + int.from_bytes(o[section + 3 : section + 7], "little")
+    if o.startswith(b"\x03u\x00", section) and section_end == diff_end - 1 == len(o) - 2:
+        # The commonest diff, {u: {...}} alone: its body is updatedFields'.
+        if section_end < section + 8 or o[section_end - 1] != 0 or o[diff_end - 1] != 0:
+            return None
+        body = o[section + 7 : section_end - 1]
+    else:
+        updated: list[bytes] = []
+        try:
+            _document_diff(o, diff_at, b"", updated)
+        except (_Unsupported, ValueError, IndexError, struct.error):
+            return None
+        body = b"".join(updated)
     fields = (len(body) + 5).to_bytes(4, "little") + body + b"\x00"
     value_size_ = 4 + len(_UPDATED_FIELDS) + len(fields) + len(_EMPTY_LISTS)
     return _FIELD_NAME + value_size_.to_bytes(4, "little") + _UPDATED_FIELDS + fields + _EMPTY_LISTS
