@@ -28,7 +28,8 @@ from shardstream.transform import ChangeStreamOptions
 from shardstream.transform.encoded_stream import quiet_collector
 
 Shards = Sequence[tuple[str, str]]
-Timing = tuple[float, float, float]  # a subprocess's seconds, peak RSS (MB), CPU seconds
+# A subprocess's seconds, peak RSS (MB), CPU seconds (with workers), main process CPU seconds.
+Timing = tuple[float, float, float, float]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,6 +45,8 @@ class Rate:
         peak_rss_mb: the largest peak resident set of a repeat, for subprocess runs.
         cpu_us: median CPU time (user + system, worker processes included) per item, in
             microseconds: unlike the rate, it hardly changes when other jobs share the cores.
+        main_cpu_us: the same for the main process alone (subprocess runs): with workers,
+            the merge's share, which bounds the rate the workers can reach.
     """
 
     name: str
@@ -53,6 +56,7 @@ class Rate:
     unit: str
     peak_rss_mb: float | None = None
     cpu_us: float | None = None
+    main_cpu_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -131,15 +135,18 @@ _CHILD = (
     "from shardstream.cli import main\n"
     "code = main(sys.argv[1:])\n"
     "hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:')).split()[1]\n"
-    "sys.stderr.write(f'VmHWM {hwm}\\n')\n"
+    "import resource\n"
+    "own = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "sys.stderr.write(f'VmHWM {hwm} {own.ru_utime + own.ru_stime}\\n')\n"
     "sys.exit(code)\n"
 )
 
 
-def replay_subprocess(shards: Shards, extra: Sequence[str]) -> tuple[float, float, float]:
+def replay_subprocess(shards: Shards, extra: Sequence[str]) -> Timing:
     """Run ``shardstream replay`` on ``shards`` in a new process.
 
-    Returns (seconds, peak RSS in MB, CPU seconds of the process and its workers).
+    Returns (seconds, peak RSS in MB, CPU seconds of the process and its workers, CPU
+    seconds of the main process alone).
 
     The output goes to /dev/null; the peak RSS is the main process's (worker processes,
     if any, are not counted).
@@ -157,7 +164,8 @@ def replay_subprocess(shards: Shards, extra: Sequence[str]) -> tuple[float, floa
     lines = done.stderr.decode(errors="replace").strip().splitlines()
     if done.returncode != 0 or not lines or not lines[-1].startswith("VmHWM "):
         raise RuntimeError(f"replay failed ({done.returncode}): {lines}")
-    return seconds, int(lines[-1].split()[1]) / 1024, cpu
+    _, hwm, own = lines[-1].split()
+    return seconds, int(hwm) / 1024, cpu, float(own)
 
 
 class Measured:
@@ -186,6 +194,7 @@ class Measured:
         """Run every measurement ``repeats`` times, round robin; return the median rates."""
         rates: dict[str, list[float]] = {name: [] for name, _, _ in self._runs}
         cpus: dict[str, list[float]] = {name: [] for name, _, _ in self._runs}
+        mains: dict[str, list[float]] = {name: [] for name, _, _ in self._runs}
         peaks: dict[str, float] = {}
         items: dict[str, int] = {}
         for _ in range(repeats):
@@ -196,8 +205,9 @@ class Measured:
                 seconds = time.perf_counter() - began
                 cpu = time.process_time() - cpu_began
                 if timing is not None:  # a subprocess: its own time, peak RSS and CPU
-                    seconds, rss, cpu = timing
+                    seconds, rss, cpu, own = timing
                     peaks[name] = max(peaks.get(name, 0.0), rss)
+                    mains[name].append(own * 1e6 / count)
                 rates[name].append(count / seconds)
                 cpus[name].append(cpu * 1e6 / count)
                 items[name] = count
@@ -206,20 +216,24 @@ class Measured:
             median = statistics.median(rates[name])
             spread = (max(rates[name]) - min(rates[name])) / median
             cpu_us = statistics.median(cpus[name])
-            out.append(Rate(name, median, spread, items[name], unit, peaks.get(name), cpu_us))
+            main = statistics.median(mains[name]) if mains[name] else None
+            out.append(Rate(name, median, spread, items[name], unit, peaks.get(name), cpu_us, main))
         return out
 
 
 def format_table(rates: Sequence[Rate], baseline: Rate) -> str:
     """A text table: each rate, its spread, and its ratio to ``baseline``."""
     lines = [
-        f"{'what':44s} {'rate':>14s} {'spread':>7s} {'ratio':>6s} {'CPU/item':>9s} {'peak RSS':>9s}"
+        f"{'what':44s} {'rate':>14s} {'spread':>7s} {'ratio':>6s} {'CPU/item':>9s} "
+        f"{'main CPU':>9s} {'peak RSS':>9s}"
     ]
     for rate in rates:
         rss = f"{rate.peak_rss_mb:7.0f}MB" if rate.peak_rss_mb is not None else ""
         cpu = f"{rate.cpu_us:6.2f}us" if rate.cpu_us is not None else ""
+        main = f"{rate.main_cpu_us:6.2f}us" if rate.main_cpu_us is not None else ""
         lines.append(
             f"{rate.name:44s} {rate.per_second:10,.0f} {rate.unit[:3]}/s "
-            f"{rate.spread:6.1%} {rate.per_second / baseline.per_second:5.2f}x {cpu:>9s} {rss:>9s}"
+            f"{rate.spread:6.1%} {rate.per_second / baseline.per_second:5.2f}x {cpu:>9s} "
+            f"{main:>9s} {rss:>9s}"
         )
     return "\n".join(lines)
