@@ -13,6 +13,7 @@ from typing import Any
 
 import bson
 import pytest
+from bson.timestamp import Timestamp
 
 from shardstream.cli import main
 from shardstream.merger import MergedStream
@@ -133,3 +134,21 @@ def test_a_shard_out_of_order_fails_the_merged_replay(
     argv = ["replay", "--shard", f"a={good}", "--shard", f"b={bad}", "--output-format", "bson"]
     assert main([*argv, "--workers", str(workers)]) == 1
     assert b"shard 'b': expected ts to increase" in capsysbinary.readouterr().err
+
+
+def test_a_merged_replay_from_a_start_time_is_the_reference(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    result = SimulatedCluster(SimulationConfig(seed=6, shards=2, operations=200)).run()
+    paths = result.write_oplogs(tmp_path)
+    flags = [arg for name, path in paths.items() for arg in ("--shard", f"{name}={path}")]
+    first = max(oplog[0]["ts"] for oplog in result.oplogs.values())
+    middle = Timestamp(first.time + 5, 0)
+    argv = ["replay", *flags, "--output-format", "bson"]
+    assert main([*argv, "--start-at-operation-time", f"{middle.time},{middle.inc}"]) == 0
+    expected = _merged_reference(paths, ChangeStreamOptions(start_at_operation_time=middle))
+    assert _split(capsysbinary.readouterr().out) == expected
+    assert expected
+    early = Timestamp(first.time - 100, 0)
+    assert main([*argv, "--start-at-operation-time", f"{early.time},{early.inc}"]) == 1
+    assert b"(server error 286)" in capsysbinary.readouterr().err
