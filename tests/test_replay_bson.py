@@ -8,6 +8,7 @@ several shards) encoded one by one.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +153,38 @@ def test_a_merged_replay_from_a_start_time_is_the_reference(
     early = Timestamp(first.time - 100, 0)
     assert main([*argv, "--start-at-operation-time", f"{early.time},{early.inc}"]) == 1
     assert b"(server error 286)" in capsysbinary.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda data: data[:-3], b"truncated BSON in"),
+        (lambda data: data + b"\x01\x00\x00\x00", b"expected a document length of at least 5"),
+    ],
+)
+def test_a_damaged_file_fails_as_the_reference_reader_fails(
+    damage: Any, message: bytes, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    path = tmp_path / "oplog.bson"
+    path.write_bytes(damage(b"".join(bson.encode(e) for e in generate_entries(40, 3))))
+    assert main(["replay", str(path)]) == 1
+    reference_error = capsysbinary.readouterr().err
+    assert main(["replay", str(path), "--output-format", "bson"]) == 1
+    fast_error = capsysbinary.readouterr().err
+    assert message in fast_error
+    assert fast_error == reference_error
+
+
+def test_bson_replay_reads_stdin(
+    capsysbinary: pytest.CaptureFixture[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = list(generate_entries(100, 4))
+    data = b"".join(bson.encode(entry) for entry in entries)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["replay", "-", "--input-format", "bson", "--output-format", "bson"]) == 0
+    decoded = [bson.decode(bson.encode(entry)) for entry in entries]
+    expected = [
+        encode_event_document(event.document)
+        for event in transform_oplog(decoded, ChangeStreamOptions())
+    ]
+    assert _split(capsysbinary.readouterr().out) == expected
