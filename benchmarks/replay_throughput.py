@@ -101,7 +101,7 @@ def threaded_merge(shards: Shards, threads: int = 2) -> int:
 
 
 def encoded_merge_alone(shards: Shards, repeats: int) -> Rate:
-    """heapq.merge of already encoded (key, event) batches: the merge's own cost."""
+    """The merge of already encoded (key, event) batches: its own cost."""
     merged = OPTIONS.with_options(merged_by_router=True)
     with quiet_collector():
         ready = [list(shard_batches(name, path, merged)) for name, path in shards]
@@ -110,7 +110,7 @@ def encoded_merge_alone(shards: Shards, repeats: int) -> Rate:
         with quiet_collector():
             return sum(len(batch) for batch in merge_encoded(iter(batches) for batches in ready))
 
-    return median_rate("encoded merge alone (heapq.merge)", "events", run, repeats)
+    return median_rate("encoded merge alone (heap of next keys)", "events", run, repeats)
 
 
 def raw_token_template(repeats: int) -> Rate:
