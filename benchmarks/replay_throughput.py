@@ -11,7 +11,7 @@ In one run, on the same four ``oplog.bson`` files:
   core and with ``--workers 2`` / ``--workers 4``, with each run's peak RSS;
 * in process: the fast merge with and without the collector tuned, the same with the
   shards in 2 threads, and the reference path (decode everything, MergedStream);
-* the encoded merge alone (heapq.merge of ready keys and events) and the raw token
+* the encoded merge alone (of ready keys and events) and the raw token
   template (hexlify of the assembled KeyString);
 * peak RSS of the one-core replay at a tenth of the corpus, to show it does not grow.
 
