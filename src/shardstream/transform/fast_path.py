@@ -156,6 +156,8 @@ class FastShardPipeline:
         """The common layouts, matched in one call; _OTHER_LAYOUT if ``doc`` has another."""
         if len(doc) < 13:
             return _OTHER_LAYOUT
+        if doc[4] == 0x03:  # a session's lsid first: a transaction, or a retryable write
+            return laid_out_transaction_events(doc, self._templates, self._start, keys, events)
         op = doc[12]  # the op character, if op is the first field
         description = b""
         if op in (INSERT, UPDATE):
@@ -182,8 +184,7 @@ class FastShardPipeline:
             # yields nothing, and transaction bookkeeping only looks at op "c".
             return int.from_bytes(ts_value, "little")
         else:
-            # A transaction starts with lsid (or op, for one without a session).
-            if doc[4] == 0x03 or op == _COMMAND:
+            if op == _COMMAND:  # a transaction without a session's fields
                 return laid_out_transaction_events(doc, self._templates, self._start, keys, events)
             return _OTHER_LAYOUT
         ts = int.from_bytes(ts_value, "little")
