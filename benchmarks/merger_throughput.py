@@ -1,9 +1,11 @@
 """Merger throughput on one core: the heap and gate alone, and replay end to end.
 
-Run: ``.venv/bin/python -m benchmarks.merger_throughput [ENTRIES_PER_SHARD]``.
+Run: ``.venv/bin/python -m benchmarks.merger_throughput [ENTRIES_PER_SHARD] [heap]``
+(``heap``: the heap and gate only).
 
 * heap + gate: events already transformed, fed to AsyncResultsMerger in batches of
-  100 per shard with promises, popped in order (4 and 16 shards);
+  100 per shard with promises, popped in order one by one (ready/next_ready) and in
+  batches (pop_ready), 4 and 16 shards;
 * end to end: 4 shards' oplog.bson files merged by MergedStream (decode, transform,
   merge), and with Extended JSON output as ``shardstream replay`` writes it;
 both next to ``bson.decode_file_iter``-to-dicts of the same bytes, as a ratio.
@@ -16,6 +18,7 @@ import io
 import platform
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,8 +56,10 @@ def _shard_events(data: bytes) -> list[tuple[list[ChangeEvent], ResumeToken]]:
     ]
 
 
-def heap_and_gate(shards: int, per_shard: int) -> tuple[float, float, int]:
-    """Events/s through add_batch + next_ready alone."""
+def heap_and_gate(
+    shards: int, per_shard: int, *, batched: bool = False
+) -> tuple[float, float, int]:
+    """Events/s through add_batch + next_ready (or pop_ready, ``batched``) alone."""
     batches = {f"s{n}": _shard_events(oplog_bytes(per_shard, seed=n)) for n in range(shards)}
 
     def run() -> int:
@@ -72,12 +77,16 @@ def heap_and_gate(shards: int, per_shard: int) -> tuple[float, float, int]:
                     merger.add_batch(
                         name, events, promise, exhausted=index + 1 == len(shard_batches)
                     )
-            while merger.ready():
-                merger.next_ready()
-                popped += 1
+            if batched:
+                while released := merger.pop_ready(1000):
+                    popped += len(released)
+            else:
+                while merger.ready():
+                    merger.next_ready()
+                    popped += 1
         return popped
 
-    return median_rate(run, REPEATS)
+    return median_rate(run, REPEATS, clock=time.process_time)
 
 
 def end_to_end(shards: int, per_shard: int, directory: Path) -> None:
@@ -124,17 +133,24 @@ def end_to_end(shards: int, per_shard: int, directory: Path) -> None:
 
 def main(argv: list[str]) -> int:
     per_shard = int(argv[0]) if argv else 25_000
+    heap_only = argv[1:] == ["heap"]
     print(
         f"python {platform.python_version()}, pymongo {pymongo.version} "
         f"(C extension: {bson.has_c()}), {platform.machine()}, one core"
     )
-    print("heap + gate (events already transformed):")
+    print("heap + gate (events already transformed), per CPU-second of this process:")
     for shards in (4, 16):
-        rate, spread, events = heap_and_gate(shards, per_shard // (shards // 4))
-        print(
-            f"  {shards:2d} shards {rate:12,.0f} events/s  spread {spread:5.1%}"
-            f"  ({events:,} events)"
-        )
+        for batched in (False, True):
+            how = "pop_ready(1000)" if batched else "ready/next_ready"
+            rate, spread, events = heap_and_gate(
+                shards, per_shard // (shards // 4), batched=batched
+            )
+            print(
+                f"  {shards:2d} shards, {how:16s} {rate:12,.0f} events/s  spread {spread:5.1%}"
+                f"  ({events:,} events)"
+            )
+    if heap_only:
+        return 0
     print("end to end:")
     with tempfile.TemporaryDirectory() as directory:
         end_to_end(4, per_shard, Path(directory))

@@ -5,6 +5,7 @@ Subcommands (verbs):
     shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
     shardstream replay PATH [options]      oplog file -> change events (see replay --help)
     shardstream watch URI [options]        a live cluster's merged change stream
+    shardstream bench [options]            replay throughput against the BSON decode rate
     shardstream demo                       merge a simulated 3-shard cluster, check the data
 
 Input without arguments is read from stdin, one item per line.  Each output
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 
 from bson.errors import BSONError
 
+from shardstream.bench_command import add_bench_parser
 from shardstream.errors import ResumeTokenError, ShardstreamError
 from shardstream.replay_command import add_replay_parser
 from shardstream.resume_token import decode_token, decode_token_document, encode_token
@@ -67,6 +69,7 @@ def _build_parser() -> argparse.ArgumentParser:
     encode.set_defaults(handler=_run_token_encode)
     add_replay_parser(commands)
     add_watch_parser(commands)
+    add_bench_parser(commands)
     demo = commands.add_parser(
         "demo", help="merge a simulated 3-shard cluster's oplogs and check the result"
     )

@@ -1,4 +1,4 @@
-"""``shardstream replay``: oplog files in, change events out (one Extended JSON line each).
+"""``shardstream replay``: oplog files in, change events out (Extended JSON lines or BSON).
 
 Argument parsing and output only; the work is :func:`shardstream.transform.transform_oplog`.
 """
@@ -17,6 +17,7 @@ from shardstream.errors import ConfigurationError, ResumeTokenError, Shardstream
 from shardstream.merger import MergedStream
 from shardstream.oplog import InputFormat, read_oplog_file
 from shardstream.oplog.file_source import FileOplogSource
+from shardstream.replay_bson import write_bson_events
 from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
 from shardstream.resume_token.token_json import loads
 from shardstream.transform import ChangeStreamOptions, event_to_json, transform_oplog
@@ -30,13 +31,28 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "replay",
         help="turn oplog files into the change stream a server would emit",
         description="Read oplog entries (mongodump's oplog.bson or Extended JSON lines) and "
-        "write the change events, one canonical Extended JSON object per line.",
+        "write the change events, one canonical Extended JSON object per line, or as "
+        "concatenated BSON documents (--output-format bson).",
     )
     replay.add_argument("path", nargs="?", metavar="PATH", help="oplog file ('-' = stdin)")
     replay.add_argument(
         "--shard", action="append", default=[], metavar="NAME=PATH", help="one shard's oplog"
     )
     replay.add_argument("--input-format", choices=["bson", "ejson"], help="default: by extension")
+    replay.add_argument(
+        "--output-format",
+        choices=["ejson", "bson"],
+        default="ejson",
+        help="ejson: one Extended JSON line per event (default); bson: concatenated BSON events",
+    )
+    replay.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="decode and transform the shards in N worker processes (BSON output of "
+        "several shards; default 0: in this process)",
+    )
     add_stream_options(replay)
     replay.set_defaults(handler=run_replay)
 
@@ -67,7 +83,12 @@ def run_replay(args: argparse.Namespace) -> int:
         options = options_from_args(args)
         paths = _shard_paths(args.path, args.shard)
         input_format = InputFormat(args.input_format) if args.input_format else None
-        _write_events(paths, input_format, options, sys.stdout)
+        if args.workers < 0:
+            raise ConfigurationError(f"expected --workers N with N >= 0, got {args.workers}")
+        if args.output_format == "bson":
+            write_bson_events(paths, input_format, options, sys.stdout.buffer, workers=args.workers)
+        else:
+            _write_events(paths, input_format, options, sys.stdout)
     except ShardstreamError as exc:
         print(f"shardstream replay: error: {exc}", file=sys.stderr)
         return 1

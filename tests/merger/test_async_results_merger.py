@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from bson.timestamp import Timestamp
 
@@ -149,3 +151,39 @@ def test_a_closed_remote_stops_gating() -> None:
 def test_next_ready_refuses_when_not_ready() -> None:
     with pytest.raises(MergeError, match="no event is ready"):
         _merger("a").next_ready()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pop_ready_is_next_ready_in_a_loop(seed: int) -> None:
+    rng = random.Random(seed)
+    names = ["a", "b", "c"]
+    one_by_one, batched = _merger(*names), _merger(*names)
+    times = dict.fromkeys([*names, "config"], 0)
+    released = 0
+    for merger in (one_by_one, batched):
+        merger.add_remote("config", config_cursor=True)
+    for step in range(40):
+        name = rng.choice([*names, "config"])
+        if one_by_one.is_exhausted(name):
+            continue
+        events = []
+        if name != "config":
+            for _ in range(rng.randint(0, 3)):
+                times[name] += rng.randint(1, 3)
+                events.append(_event(Timestamp(10, times[name] * 10), f"{name}{step}"))
+            times[name] += rng.randint(0, 2)
+        else:
+            times[name] = max(times[name], step)
+        promise = _hwm(Timestamp(10, times[name] * 10 + 5))
+        exhausted = rng.random() < 0.05
+        for merger in (one_by_one, batched):
+            merger.add_batch(name, list(events), promise, exhausted=exhausted)
+        expected = []
+        while one_by_one.ready() and len(expected) < 4:
+            expected.append(one_by_one.next_ready())
+        assert batched.pop_ready(4) == expected
+        released += len(expected)
+        assert batched.high_water_mark == one_by_one.high_water_mark
+        assert batched.finish_batch() == one_by_one.finish_batch()
+        batched._check()
+    assert released > 10

@@ -222,6 +222,47 @@ class AsyncResultsMerger:
             self._high_water_mark = event.token
         return event
 
+    def pop_ready(self, limit: int) -> list[ChangeEvent]:
+        """Pop up to ``limit`` events, as many :meth:`next_ready` calls while :meth:`ready`.
+
+        The gate (the minimum promise) only moves in :meth:`add_batch`, so it is read once
+        and the heap is popped in one loop.
+
+        Complexity: O(k log r) for k events.
+        """
+        out: list[ChangeEvent] = []
+        queue = self._merge_queue
+        if not queue:
+            return out
+        if self._open_remotes:
+            minimum = self._minimum_promise()
+            if minimum is None:
+                return out
+            gate: str | None = minimum[0]
+        else:
+            gate = None  # every remote is exhausted: everything buffered is ready
+        remotes = self._remotes
+        pop = heapq.heappop
+        push = heapq.heappush
+        last: ChangeEvent | None = None
+        while queue and len(out) < limit:
+            key, remote_id, _ = queue[0]
+            if gate is not None and key > gate:
+                break
+            pop(queue)
+            remote = remotes[remote_id]
+            buffer = remote.buffer
+            event = buffer.popleft()
+            if buffer:
+                self._sequence += 1
+                push(queue, (buffer[0].token.data, remote_id, self._sequence))
+            if remote.eligible_for_high_water_mark:
+                last = event
+            out.append(event)
+        if last is not None:
+            self._high_water_mark = last.token
+        return out
+
     def finish_batch(self) -> ResumeToken | None:
         """End a batch: when nothing is ready, move the high-water mark up to the minimum promise.
 

@@ -1,0 +1,167 @@
+"""``shardstream bench``: replay throughput, fast path against reference, next to the decode rate.
+
+Offline mode only: it replays oplog files (given with ``--shard``, or a seeded
+corpus it writes to a temporary directory) to BSON events, in this process, and
+reports each rate with its ratio to the streaming ``bson.decode_file_iter``-to-dicts
+rate of the same files measured round robin in the same run: a table, a JSON
+document, and a plot when matplotlib is installed and ``--plot`` is given.  (The
+live mode against a cluster's native change stream is not built yet.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import bson
+import pymongo
+
+from shardstream.bench_corpus import oplog_bytes
+from shardstream.bench_offline import Measured, Rate, Shards, count_entries, format_table
+from shardstream.bench_offline import replay_in_process as replay
+from shardstream.errors import ConfigurationError, ShardstreamError
+from shardstream.replay_bson import reference_batches
+from shardstream.transform import ChangeStreamOptions
+
+
+def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``bench`` and its options."""
+    bench = commands.add_parser(
+        "bench",
+        help="measure replay throughput (fast path, reference) against the BSON decode rate",
+        description="Replay oplog files to BSON events with the fast path and with the "
+        "reference pipeline, next to the decode rate of the same bytes; print a table "
+        "and a JSON document.",
+    )
+    bench.add_argument(
+        "--shard", action="append", default=[], metavar="NAME=PATH", help="one shard's oplog.bson"
+    )
+    bench.add_argument(
+        "--entries",
+        type=int,
+        default=25_000,
+        metavar="N",
+        help="without --shard: entries per shard of the generated corpus (default 25000)",
+    )
+    bench.add_argument("--shards", type=int, default=4, metavar="K", help="default 4")
+    bench.add_argument("--repeats", type=int, default=3, metavar="R", help="default 3")
+    bench.add_argument(
+        "--workers", type=int, default=0, metavar="N", help="also measure --workers N"
+    )
+    bench.add_argument("--no-reference", action="store_true", help="skip the slow reference path")
+    bench.add_argument("--plot", metavar="PNG", help="write a plot (needs matplotlib)")
+    bench.set_defaults(handler=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run ``bench``; errors end it with exit code 1 and one line on stderr."""
+    try:
+        for name in ("entries", "shards", "repeats"):
+            if getattr(args, name) < 1:
+                raise ConfigurationError(f"expected --{name} >= 1, got {getattr(args, name)}")
+        if args.workers < 0:
+            raise ConfigurationError(f"expected --workers N with N >= 0, got {args.workers}")
+        with tempfile.TemporaryDirectory(prefix="shardstream-bench-") as directory:
+            shards = _shards(args, Path(directory))
+            report = measure(
+                shards, args.repeats, workers=args.workers, reference=not args.no_reference
+            )
+    except ShardstreamError as exc:
+        print(f"shardstream bench: error: {exc}", file=sys.stderr)
+        return 1
+    rates = [Rate(**rate) for rate in report["rates"]]
+    print(report["header"])
+    print(format_table(rates, rates[0]))
+    print(json.dumps(report))
+    if args.plot:
+        _plot(rates, report["header"], args.plot)
+    return 0
+
+
+def _shards(args: argparse.Namespace, directory: Path) -> Shards:
+    if args.shard:
+        shards = []
+        for shard in args.shard:
+            name, sep, path = shard.partition("=")
+            if not sep or not name or not path:
+                raise ConfigurationError(f"expected --shard NAME=PATH, got {shard!r}")
+            shards.append((name, path))
+        return shards
+    generated = []
+    for seed in range(args.shards):
+        path = directory / f"shard{seed}.bson"
+        path.write_bytes(oplog_bytes(args.entries, seed=seed))
+        generated.append((f"shard{seed}", str(path)))
+    return generated
+
+
+def measure(
+    shards: Shards, repeats: int, *, workers: int = 0, reference: bool = True
+) -> dict[str, Any]:
+    """Measure the decode rate, the fast replay and (optionally) the reference replay."""
+    options = ChangeStreamOptions()
+    entries = count_entries(shards)
+    measured = Measured()
+    measured.add("decode_file_iter to dicts (baseline)", "entries", lambda: count_entries(shards))
+    measured.add("replay bson, fast path, 1 process", "entries", _entries(shards, options, 0))
+    if workers:
+        measured.add(
+            f"replay bson, fast path, --workers {workers}",
+            "entries",
+            _entries(shards, options, workers),
+        )
+    if reference:
+        measured.add(
+            "replay bson, reference path",
+            "entries",
+            lambda: _reference(shards, options, entries),
+        )
+    rates = measured.run(repeats)
+    size = sum(Path(path).stat().st_size for _, path in shards)
+    header = (
+        f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
+        f"{bson.has_c()}), {platform.machine()}; {len(shards)} shards, {entries:,} entries, "
+        f"{size / max(entries, 1):.0f} bytes/entry; median of {repeats}, round robin"
+    )
+    return {"header": header, "rates": [rate.to_json() for rate in rates]}
+
+
+def _entries(shards: Shards, options: ChangeStreamOptions, workers: int) -> Any:
+    entries = count_entries(shards)
+
+    def run() -> int:
+        replay(shards, options, workers=workers)
+        return entries
+
+    return run
+
+
+def _reference(shards: Shards, options: ChangeStreamOptions, entries: int) -> int:
+    for _ in reference_batches(shards, None, options):
+        pass
+    return entries
+
+
+def _plot(rates: Sequence[Rate], title: str, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("shardstream bench: no plot: matplotlib is not installed", file=sys.stderr)
+        return
+    figure, axes = plt.subplots(figsize=(8, 3))
+    names = [rate.name for rate in rates]
+    axes.barh(names, [rate.per_second for rate in rates], color="#4a7ab5")
+    axes.set_xlabel("entries/s")
+    axes.set_title(title, fontsize=7)
+    axes.invert_yaxis()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)

@@ -1,0 +1,82 @@
+"""Layer 1: an oplog.bson file as raw BSON documents (bytes), for the fast path.
+
+Reads the file in large chunks and slices each entry out of the chunk by its
+length prefix, so memory stays bounded by the chunk size whatever the file's
+size.  Nothing is decoded; framing errors are reported exactly as
+:func:`shardstream.oplog.read_oplog_file` reports them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Final
+
+from shardstream.errors import OplogError
+
+CHUNK_SIZE: Final = 1 << 20
+
+
+def read_raw_oplog_file(path: str, chunk_size: int = CHUNK_SIZE) -> Iterator[list[bytes]]:
+    """Yield the entries of an oplog.bson file (``-``: stdin) in batches of whole documents.
+
+    Raises:
+        OplogError: the file cannot be opened, or a document's length is impossible.
+    """
+    if path == "-":
+        yield from _read(sys.stdin.buffer, "<stdin>", chunk_size)
+        return
+    try:
+        with Path(path).open("rb") as stream:
+            yield from _read(stream, path, chunk_size)
+    except OSError as exc:
+        raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
+
+
+def _read(stream: IO[bytes], name: str, chunk_size: int) -> Iterator[list[bytes]]:
+    pending = b""
+    offset = 0  # the file offset of pending[0]
+    while True:
+        chunk = stream.read(chunk_size)
+        data = pending + chunk if pending else chunk
+        if not chunk:
+            if data:
+                _raise_framing_error(data, name, offset)
+            return
+        documents, used = frame_documents(data)
+        if documents:
+            yield documents
+        elif len(data) >= 4 and int.from_bytes(data[:4], "little", signed=True) < 5:
+            _raise_framing_error(data, name, offset)
+        offset += used
+        pending = data[used:]
+
+
+def frame_documents(data: bytes) -> tuple[list[bytes], int]:
+    """The whole documents at the front of ``data``, and where the rest begins."""
+    documents: list[bytes] = []
+    total = len(data)
+    pos = 0
+    while pos + 4 <= total:
+        size = int.from_bytes(data[pos : pos + 4], "little", signed=True)
+        if size < 5 or pos + size > total:
+            break
+        documents.append(data[pos : pos + size])
+        pos += size
+    return documents, pos
+
+
+def _raise_framing_error(data: bytes, name: str, offset: int) -> None:
+    """Report the document at the front of ``data`` (file offset ``offset``) as corrupt."""
+    prefix = data[:4]
+    size = int.from_bytes(prefix, "little", signed=True) if len(prefix) == 4 else -1
+    if size < 5:
+        raise OplogError(
+            f"corrupt BSON in {name} at byte {offset}: expected a document length of at "
+            f"least 5, got {prefix.hex()!r}"
+        )
+    raise OplogError(
+        f"truncated BSON in {name} at byte {offset}: expected {size} bytes, the file "
+        f"ends after {len(data)}"
+    )

@@ -1,0 +1,103 @@
+"""``shardstream replay --output-format bson``: change events as concatenated BSON.
+
+Picks the fastest path that gives the reference output: the raw-BSON fast path
+when the input is BSON and the options allow it (shards merged with their events
+still encoded, in worker processes when asked), otherwise the reference pipeline
+with each event encoded as it comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from typing import BinaryIO
+
+from shardstream.merger import MergedStream
+from shardstream.merger.encoded_merge import merge_encoded
+from shardstream.merger.shard_workers import WorkerPool, shard_batches
+from shardstream.oplog import InputFormat, read_oplog_file
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.oplog.raw_file_reader import read_raw_oplog_file
+from shardstream.transform import ChangeStreamOptions, transform_oplog
+from shardstream.transform.encoded_stream import encode_shard, quiet_collector
+from shardstream.transform.fast_path import FastShardPipeline, fast_path_applies
+from shardstream.transform.raw_event_writer import encode_event_document
+
+REPLAY_BATCH = 1000
+
+
+def uses_fast_path(
+    shards: Sequence[tuple[str, str]],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+) -> bool:
+    """Whether a BSON replay of ``shards`` runs the fast path (BSON files, default options)."""
+    return fast_path_applies(options) and all(
+        (input_format or InputFormat.for_path(path)) is InputFormat.BSON for _, path in shards
+    )
+
+
+def write_bson_events(
+    shards: Sequence[tuple[str, str]],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+    out: BinaryIO,
+    *,
+    workers: int = 0,
+) -> None:
+    """Write the stream of ``shards`` (name, path) to ``out`` as concatenated BSON events."""
+    with quiet_collector():
+        for batch in _event_batches(shards, input_format, options, workers):
+            out.write(b"".join(batch))
+    out.flush()
+
+
+def _event_batches(
+    shards: Sequence[tuple[str, str]],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+    workers: int,
+) -> Iterator[list[bytes]]:
+    if not uses_fast_path(shards, input_format, options):
+        yield from reference_batches(shards, input_format, options)
+        return
+    if len(shards) == 1:
+        path = shards[0][1]
+        pipeline = FastShardPipeline(options, name=path if path != "-" else "<stdin>")
+        for batch in encode_shard(read_raw_oplog_file(path), pipeline):
+            yield batch.events
+        return
+    merged_options = options.with_options(merged_by_router=True)
+    if workers <= 0:
+        yield from merge_encoded(shard_batches(name, path, merged_options) for name, path in shards)
+        return
+    pool = WorkerPool(shards, merged_options, workers)
+    try:
+        yield from merge_encoded(pool.batches(index) for index in range(len(shards)))
+    finally:
+        pool.close()
+
+
+def reference_batches(
+    shards: Sequence[tuple[str, str]],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+) -> Iterator[list[bytes]]:
+    if len(shards) == 1:
+        with closing(read_oplog_file(shards[0][1], input_format)) as entries:
+            batch: list[bytes] = []
+            for event in transform_oplog(entries, options):
+                batch.append(encode_event_document(event.document))
+                if len(batch) >= REPLAY_BATCH:
+                    yield batch
+                    batch = []
+            yield batch
+        return
+    sources = {name: FileOplogSource(name, path, input_format) for name, path in shards}
+    merged = MergedStream(sources, options)
+    try:
+        while not merged.exhausted:
+            events, _ = merged.next_batch(REPLAY_BATCH)
+            yield [encode_event_document(event.document) for event in events]
+    finally:
+        merged.close()

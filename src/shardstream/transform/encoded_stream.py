@@ -1,0 +1,105 @@
+"""Layer 2, fast path: one shard's raw oplog to batches of encoded events.
+
+The unit of work a replay (or a worker process) runs per shard: batches of raw
+entries in, batches of ``(sort keys, event BSON)`` out, so nothing but bytes ever
+crosses to the merge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ChangeStreamHistoryLost, OplogError
+from shardstream.transform.fast_path import FastShardPipeline, ts_key
+
+# The collector only ever finds garbage cycles, and the fast path makes none; with its
+# default gen-0 threshold (700) it still walks every young container many times per
+# batch.  Measured in benchmarks/replay_throughput.py.
+QUIET_GC_THRESHOLD: Final = 100_000
+
+
+@dataclasses.dataclass(slots=True)
+class EncodedBatch:
+    """Events of one batch of entries: sort keys (token ``_data``) and event BSON, in order.
+
+    ``invalidate_key`` is set on the batch that holds the shard's invalidate (its last event).
+    """
+
+    keys: list[bytes]
+    events: list[bytes]
+    invalidate_key: bytes | None = None
+
+
+def encode_shard(
+    batches: Iterable[list[bytes]],
+    pipeline: FastShardPipeline,
+    *,
+    check_order: bool = False,
+    start: Timestamp | None = None,
+) -> Iterator[EncodedBatch]:
+    """Run each batch of raw entries through ``pipeline``.
+
+    Args:
+        batches: raw entries, in oplog order, in batches.
+        pipeline: the shard's pipeline (fast path with reference fallback).
+        check_order: insist on a Timestamp ``ts`` increasing from entry to entry, as a
+            shard of a merged stream must (see ``FileOplogSource``).
+        start: the stream's start time; the shard's first entry must not be after it.
+
+    Raises:
+        OplogError: an entry is not valid BSON, or out of order when ``check_order``.
+        ChangeStreamHistoryLost: the oplog starts after ``start``.
+    """
+    last = -1
+    start_key = ts_key(start) if start is not None else None
+    process = pipeline.process
+    for docs in batches:
+        keys: list[bytes] = []
+        events: list[bytes] = []
+        for doc in docs:
+            ts = process(doc, keys, events)
+            if start_key is not None:  # only the shard's first entry is checked
+                if ts > start_key:
+                    raise ChangeStreamHistoryLost(
+                        f"Resume of change stream was not possible, as the resume point may "
+                        f"no longer be in the oplog: shard {pipeline.name!r} starts at "
+                        f"{_timestamp(ts)!r}, after the stream's start {start!r} (server "
+                        "error 286)"
+                    )
+                start_key = None
+            if check_order:
+                if ts <= last and not pipeline.closed:
+                    raise OplogError(
+                        f"shard {pipeline.name!r}: expected ts to increase, got "
+                        f"{_timestamp(ts)!r} after {_timestamp(last)!r}"
+                    )
+                last = ts
+            if ts < 0 and pipeline.closed:
+                break
+        if pipeline.closed:
+            yield EncodedBatch(keys, events, pipeline.invalidate_key)
+            return
+        yield EncodedBatch(keys, events)
+
+
+def _timestamp(ts: int) -> Timestamp | None:
+    return Timestamp(ts >> 32, ts & 0xFFFFFFFF) if ts >= 0 else None
+
+
+@contextmanager
+def quiet_collector() -> Iterator[None]:
+    """Keep the cyclic collector out of a hot loop: freeze what exists, collect rarely."""
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(QUIET_GC_THRESHOLD, thresholds[1], thresholds[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
