@@ -123,30 +123,6 @@ def connect_live_cluster(
     return opened
 
 
-def open_live_cluster(
-    cluster: str | MongoClient[Any],
-    *,
-    start: Timestamp | None = None,
-    await_ms: int = 1000,
-    read_preference: str = "primary",
-    client_options: Mapping[str, Any] | None = None,
-    with_lookup: bool = False,
-) -> tuple[dict[str, OplogSource], Timestamp, LiveDocumentLookup | None]:
-    """Return a tailer per shard, the time they start at, and (if asked) a document lookup.
-
-    The shard tailers of :func:`connect_live_cluster`, without the config server's.
-    """
-    opened = connect_live_cluster(
-        cluster,
-        start=start,
-        await_ms=await_ms,
-        read_preference=read_preference,
-        client_options=client_options,
-        with_lookup=with_lookup,
-    )
-    return opened.sources, opened.start, opened.lookup
-
-
 def _lookup(
     cluster: str | MongoClient[Any], info: ClusterInfo, client_options: Mapping[str, Any] | None
 ) -> LiveDocumentLookup:

@@ -14,10 +14,11 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import OplogError
 from shardstream.merger import MergedStream
+from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
 from shardstream.merger.event_match import compile_pipeline
 from shardstream.oplog.cluster_discovery import discover_cluster
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.oplog.live_cluster import open_live_cluster
+from shardstream.oplog.live_cluster import connect_live_cluster
 from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
@@ -68,8 +69,7 @@ def open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSo
             name: SimulatedShardOplog(config, name, start) for name in simulated_shard_names(config)
         }
     assert spec.uri is not None  # parse_options sets it for a live source
-    sources, _, _ = open_live_cluster(spec.uri, start=start, await_ms=_LIVE_AWAIT_MS)
-    return sources
+    return connect_live_cluster(spec.uri, start=start, await_ms=_LIVE_AWAIT_MS).sources
 
 
 def _at_start(source: OplogSource, start: Timestamp | None) -> OplogSource:
@@ -102,18 +102,34 @@ def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> 
 def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:
     """The merged stream of every shard, starting just after ``after``."""
     options = stream_options(spec, after)
-    lookup = None
-    if spec.kind is SourceKind.LIVE and (
-        options.full_document != "default" or options.full_document_before_change != "off"
-    ):
-        assert spec.uri is not None
-        sources, _, lookup = open_live_cluster(
-            spec.uri, start=start_time(options), await_ms=_LIVE_AWAIT_MS, with_lookup=True
+    event_filter = compile_pipeline(list(spec.pipeline))
+    if spec.kind is not SourceKind.LIVE:
+        return MergedStream(
+            open_sources(spec, start_time(options)), options, event_filter=event_filter
         )
-    else:
-        sources = open_sources(spec, start_time(options))
+    assert spec.uri is not None
+    # As watch(URI): the config server's oplog is a remote of the merge, so shards added
+    # while the query runs are read from their add time, and removed ones fail it.
+    live = connect_live_cluster(
+        spec.uri,
+        start=start_time(options),
+        await_ms=_LIVE_AWAIT_MS,
+        with_lookup=options.full_document != "default"
+        or options.full_document_before_change != "off",
+        with_config=True,
+    )
+    if live.config_source is None:
+        live.close()
+        raise OplogError(
+            "mongos did not name its config server (getShardMap was refused), so shards "
+            "added or removed while the query runs could not be followed; grant the "
+            "clusterMonitor role"
+        )
+    if options.start_at_operation_time is None and options.resume_token is None:
+        options = options.with_options(start_at_operation_time=live.start)
+    monitor = ConfigShardsMonitor(live.config_source, live.start, live.open_shard)
     return MergedStream(
-        sources, options, lookup=lookup, event_filter=compile_pipeline(list(spec.pipeline))
+        live.sources, options, lookup=live.lookup, topology=monitor, event_filter=event_filter
     )
 
 
