@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import bson
 import pyarrow as pa
 
 from shardstream.merger import MergedStream
-from shardstream.resume_token.token_json import loads
 from shardstream.sim import (
     SimulatedCluster,
     SimulationConfig,
     SimulationResult,
-    id_key,
     simulated_sources,
 )
 from shardstream.sim.apply_events import encoded_state
@@ -51,15 +48,3 @@ def event_batches(events: list[ChangeEvent], size: int) -> list[pa.Table]:
 def expected_state(result: SimulationResult) -> dict[Any, dict[bytes, bytes]]:
     """The simulator's true final data, as BSON bytes."""
     return encoded_state(result.final_state)
-
-
-def mirror_state(mirror: pa.Table) -> dict[Any, dict[bytes, bytes]]:
-    """A mirror table's documents in the shape of :func:`expected_state`."""
-    state: dict[Any, dict[bytes, bytes]] = {}
-    for row in mirror.to_pylist():
-        document_id = loads(row["documentKey"])["_id"]
-        documents = state.setdefault((row["db"], row["coll"]), {})
-        key = id_key(document_id)
-        assert key not in documents, f"two mirror rows for {row['documentKey']}"
-        documents[key] = bson.encode(loads(row["fullDocument"]))
-    return state

@@ -11,12 +11,12 @@ from deltalake import DeltaTable
 from shardstream.errors import SinkError
 from shardstream.spark.delta_commits import WATERMARK_KEY, transaction_app_id
 from shardstream.spark.delta_sink import LakehouseSink, resume_watermark
+from shardstream.spark.mirror_check import mirror_state
 from shardstream.spark.rows import PUBLIC_COLUMNS
 from tests.spark.lakehouse_checks import (
     event_batches,
     expected_state,
     merged_events,
-    mirror_state,
     simulate,
 )
 
