@@ -17,7 +17,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Final
 
+from bson.timestamp import Timestamp
 from deltalake import CommitProperties, DeltaTable, Transaction
+
+from shardstream.errors import ResumeTokenError
+from shardstream.resume_token import ctype
 
 WATERMARK_KEY: Final = "shardstream.watermark"
 APP_KEY: Final = "shardstream.appId"
@@ -106,3 +110,22 @@ def committed_watermark(table: DeltaTable | None) -> str | None:
 def _metadata(commit: dict[str, Any], key: str) -> str | None:
     value = commit.get(key)
     return value if isinstance(value, str) else None
+
+
+def watermark_cluster_time(watermark: str) -> Timestamp:
+    """The cluster time a watermark (a token's ``_data`` hex) starts with.
+
+    Read from the KeyString's leading Timestamp alone: decoding the whole token can need
+    its ``_typeBits`` (an Int64 or double in the documentKey), which the tables do not keep.
+
+    >>> watermark_cluster_time("826553F1000000000704")
+    Timestamp(1700000000, 7)
+    """
+    try:
+        if int(watermark[:2], 16) == ctype.TIMESTAMP and len(watermark) >= 18:
+            return Timestamp(int(watermark[2:10], 16), int(watermark[10:18], 16))
+    except ValueError:
+        pass
+    raise ResumeTokenError(
+        f"expected a resume token's _data hex starting with a cluster time, got {watermark!r:.80}"
+    )

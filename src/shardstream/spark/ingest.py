@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
-from shardstream.resume_token import decode_token
+from shardstream.spark.delta_commits import watermark_cluster_time
 from shardstream.spark.delta_sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
 from shardstream.spark.ingest_progress import IngestProgress, IngestTotals
 
@@ -77,7 +77,7 @@ def stream_source_options(settings: IngestSettings) -> tuple[dict[str, str], str
     watermark = resume_watermark(settings.table)
     if watermark is None:
         return options, None
-    time = decode_token(watermark).cluster_time
+    time = watermark_cluster_time(watermark)
     options = {k: v for k, v in options.items() if k.lower() not in _START_OPTIONS}
     options["startAtOperationTime"] = f"{time.time},{time.inc}"
     return options, watermark

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Final, TextIO
 
-from shardstream.resume_token import decode_token
+from shardstream.spark.delta_commits import watermark_cluster_time
 from shardstream.spark.delta_sink import BatchOutcome
 
 _LOG_INTERVAL_SECS: Final = 5.0
@@ -105,7 +105,7 @@ class IngestProgress:
 
 def watermark_lag(watermark: str, now: datetime.datetime | None = None) -> str:
     """``watermark <cluster time> (lag <duration>)`` for a token's ``_data`` hex."""
-    seconds = decode_token(watermark).cluster_time.time
+    seconds = watermark_cluster_time(watermark).time
     moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
     lag = ((now or datetime.datetime.now(datetime.UTC)) - moment).total_seconds()
     return f"watermark {moment:%Y-%m-%dT%H:%M:%SZ} (lag {_duration(lag)})"
