@@ -12,6 +12,9 @@ What it measures:
   (one SparkSession per master) on a fresh table.  Reported: total wall time of the
   query, and the steady rate: events after the first micro-batch divided by the time
   from the first batch's end to the last's (the first one pays Python worker start-up).
+* **Mirror write strategy** (no Spark, ``--strategies ROWS``): on a synthetic mirror of
+  ROWS documents, batches of 5,000 changed documents written by the sink's MERGE versus
+  delta-rs overwrite-by-predicate (delete the keys, append the rows, one commit).
 * **Sinks alone** (no Spark): the same events as Arrow batches into
   :class:`~shardstream.spark.delta_sink.LakehouseSink`, split into change-log append,
   mirror preparation (read the touched rows + apply) and mirror MERGE.
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -55,7 +59,11 @@ def main() -> None:
     parser.add_argument(
         "--one", nargs=3, metavar=("ORACLE", "MASTER", "MODE"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--strategies", type=int, metavar="ROWS", help="only the MERGE test")
     args = parser.parse_args()
+    if args.strategies:
+        _mirror_strategies(args.strategies, 5_000)
+        return
     if args.one:
         print(json.dumps(_one_ingest(Path(args.one[0]), args.one[1], args.one[2], args.batch)))
         return
@@ -139,6 +147,62 @@ def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
         print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
     total = sum(sum(seconds) for seconds in phases.values())
     print(f"  all phases: {len(events) / total:,.0f} events/s")
+
+
+def _mirror_strategies(rows: int, changed: int) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    from shardstream.spark.delta_mirror import MIRROR_SCHEMA, DeltaMirror, _literal
+    from shardstream.spark.mirror_state import BatchNeeds, MirrorChanges, MirrorRow
+
+    def document(index: int, revision: int) -> MirrorRow:
+        key = f'{{"_id": {{"$numberInt": "{index}"}}}}'
+        text = json.dumps({"_id": index, "rev": revision, "pad": "x" * 200})
+        return MirrorRow(
+            "shop",
+            "orders",
+            f'{{"$numberInt":"{index}"}}',
+            key,
+            f"{revision:08X}",
+            {"t": revision, "i": index},
+            text,
+        )
+
+    from shardstream.spark.delta_mirror import PreparedBatch, _merge_source
+
+    rng = random.Random(1)
+    base = _merge_source({row.key: row for row in (document(i, 0) for i in range(rows))})
+    print(f"mirror write strategies: {rows:,} documents, batches of {changed:,} changed ones")
+    for strategy in ("MERGE", "overwrite by predicate"):
+        root = Path(tempfile.mkdtemp(prefix="shardstream-strategy-"))
+        write_deltalake(str(root / "mirror"), base.drop_columns(["_delete"]).cast(MIRROR_SCHEMA))
+        mirror = DeltaMirror(root)
+        reads, writes = [], []
+        for revision in range(1, 4):
+            keys = rng.sample(range(rows), changed)
+            started = time.perf_counter()
+            needs = BatchNeeds(
+                frozenset(document(k, 0).key for k in keys), frozenset(), frozenset()
+            )
+            mirror._load(needs)  # what a batch of updates reads first
+            loaded = time.perf_counter()
+            changes = {row.key: row for row in (document(k, revision) for k in keys)}
+            if strategy == "MERGE":
+                commit = BatchCommit(app_id="bench", batch_id=revision, watermark=f"{revision:08X}")
+                mirror.write(PreparedBatch(changed, changed, MirrorChanges(changes)), commit)
+            else:
+                source = _merge_source(changes).drop_columns(["_delete"]).cast(MIRROR_SCHEMA)
+                ids = ", ".join(_literal(row.document_id) for row in changes.values())
+                predicate = f'"_documentId" IN ({ids})'
+                write_deltalake(
+                    DeltaTable(str(root / "mirror")), source, mode="overwrite", predicate=predicate
+                )
+            reads.append(loaded - started)
+            writes.append(time.perf_counter() - loaded)
+        print(
+            f"  {strategy:24} read {statistics.median(reads) * 1000:5.0f} ms, "
+            f"write {statistics.median(writes) * 1000:5.0f} ms (median of 3)"
+        )
 
 
 class _RecordingProgress(IngestProgress):

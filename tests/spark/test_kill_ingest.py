@@ -4,8 +4,9 @@ The ingest (a subprocess with its own JVM) kills itself through the sink's test 
 (``SHARDSTREAM_CRASH_AT_FOR_TEST=<point>:<batch id>``) inside a batch, between the change
 log's and the mirror's commits, or after both (before Spark's commit log).  After every
 kill the tables must be consistent (the change log a gap-free, duplicate-free prefix of
-the stream; the mirror the state at its own watermark); after the last restart, the change
-log holds every event exactly once and the mirror equals the simulator's final data.
+the stream; the mirror the state at its own watermark); after the last restart (in this
+process), the change log holds every event exactly once and the mirror equals the
+simulator's final data.
 
 Each subprocess costs a JVM start and a first micro-batch (15-25 s here), so the default
 suite runs one chain of three kills; the seeded loop of longer chains is marked ``slow``.
@@ -13,15 +14,19 @@ suite runs one chain of three kills; the seeded loop of longer chains is marked 
 
 from __future__ import annotations
 
+import io
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.delta_sink import CrashPoint
+from shardstream.spark.ingest import IngestSettings, run_ingest
+from shardstream.spark.ingest_progress import IngestProgress
 from shardstream.spark.mirror_check import changelog_difference, mirror_state, read_table
 from tests.spark.ingest_runs import check_consistent, ingest_process, reference_events
 
@@ -46,7 +51,7 @@ def _assert_complete(root: Path, result, events) -> None:  # type: ignore[no-unt
     assert mirror_state(read_table(root, "mirror")) == encoded_state(result.final_state)
 
 
-def test_three_kills_then_a_clean_finish(tmp_path: Path) -> None:
+def test_three_kills_then_a_clean_finish(spark: Any, tmp_path: Path) -> None:
     result, events = _simulated(SIMULATION)
     root = tmp_path / "lake"
     assert len(events) > 4 * BATCH  # enough batches for the crash points below
@@ -73,8 +78,12 @@ def test_three_kills_then_a_clean_finish(tmp_path: Path) -> None:
     third = check_consistent(root, events)
     assert second["changelog"] < third["changelog"] == third["mirror"] < len(events)
 
-    run = ingest_process(root, SIMULATION, batch=BATCH)
-    assert run.returncode == 0, run.stderr[-2000:]
+    # The last restart runs in this process, on the shared session (one JVM start less).
+    options = {"simulate": "true", **{k: str(v) for k, v in SIMULATION.items()}}
+    options["maxEventsPerTrigger"] = str(BATCH)
+    settings = IngestSettings(table=root, source_options=options, bounded=True)
+    totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert totals.changelog_rows == len(events) - third["changelog"]
     _assert_complete(root, result, events)
 
 
