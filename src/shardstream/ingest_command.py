@@ -136,7 +136,7 @@ def run_ingest_command(args: argparse.Namespace) -> int:
         crash = _crash_point(os.environ.get(CRASH_ENV))
         from shardstream.spark.ingest import IngestSettings, run_ingest
         from shardstream.spark.ingest_progress import IngestProgress
-        from shardstream.spark.ingest_session import build_session
+        from shardstream.spark.ingest_session import spark_session
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
         return 1
@@ -159,14 +159,12 @@ def run_ingest_command(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = build_session(args.master)
     try:
-        totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
+        with spark_session(args.master) as spark:
+            totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
         return 1
-    finally:
-        spark.stop()
     summary = {
         "batches": totals.batches,
         "events": totals.events,

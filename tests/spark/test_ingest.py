@@ -77,3 +77,15 @@ def test_merged_and_per_shard_modes_write_identical_tables(spark: Any, tmp_path:
         tables[mode] = (_sorted(changelog, ["_id"]), _sorted(mirror, ["db", "coll", "_documentId"]))
     assert tables["merged"][0].equals(tables["perShard"][0])
     assert tables["merged"][1].equals(tables["perShard"][1])
+
+
+@pytest.mark.spark
+def test_the_spark_demo_checks_both_tables(spark: Any, tmp_path: Path) -> None:
+    from shardstream.spark.ingest_demo import run_spark_demo
+
+    out = io.StringIO()
+    assert run_spark_demo(out, operations=200, root=tmp_path / "lake") == 0
+    text = out.getvalue()
+    assert "chunk migrations" in text
+    assert "exactly once: yes" in text
+    assert text.rstrip().endswith("byte for byte): yes")

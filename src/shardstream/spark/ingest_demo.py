@@ -29,7 +29,7 @@ from shardstream.spark.delta_commits import open_table
 from shardstream.spark.delta_mirror import MIRROR_TABLE
 from shardstream.spark.ingest import IngestSettings, run_ingest
 from shardstream.spark.ingest_progress import IngestProgress
-from shardstream.spark.ingest_session import build_session
+from shardstream.spark.ingest_session import spark_session
 from shardstream.spark.mirror_check import changelog_difference, mirror_state, read_table
 from shardstream.transform import ChangeStreamOptions
 
@@ -68,12 +68,9 @@ def run_spark_demo(
         f"--entries {operations} --seed {seed} --max-events-per-batch {DEMO_BATCH}\n"
     )
     out.flush()
-    spark = build_session(master)
-    try:
-        settings = IngestSettings(table=target, source_options=options, bounded=True)
+    settings = IngestSettings(table=target, source_options=options, bounded=True)
+    with spark_session(master) as spark:
         totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
-    finally:
-        spark.stop()
     out.write(f"{totals.batches} micro-batches, {totals.events} events\n\n")
     changelog = read_table(target, CHANGELOG_TABLE)
     mirror = read_table(target, MIRROR_TABLE)

@@ -7,8 +7,10 @@ shardstream and pyarrow), and few shuffle partitions: a micro-batch is small.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,8 +25,28 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+@contextlib.contextmanager
+def spark_session(master: str, *, app_name: str = "shardstream-ingest") -> Iterator[Any]:
+    """A SparkSession for an ingest: the active one if there is one, else a new one.
+
+    Only a session started here is stopped on exit (a caller's own session, e.g. a test
+    suite's, stays up).
+    """
+    from pyspark.sql import SparkSession  # noqa: TID251 (this package may import pyspark)
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    session = build_session(master, app_name=app_name)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
 def build_session(master: str, *, app_name: str = "shardstream-ingest") -> Any:
-    """Start (or join) a SparkSession for an ingest.
+    """Start a SparkSession for an ingest (or get the running one, as ``getOrCreate``).
 
     Args:
         master: Spark's master URL, e.g. ``local[2]`` or ``local[*]``.
