@@ -99,5 +99,8 @@ class MergeError(ShardstreamError):
 
 
 class SinkError(ShardstreamError):
-    """A lakehouse sink cannot apply a batch: a split-event fragment, an update of a
-    document the mirror never saw, or a table that belongs to something else."""
+    """A lakehouse sink cannot apply a batch as it is.
+
+    For example a fragment of a split event, an update of a document the mirror never
+    held, or rows without the event columns.
+    """

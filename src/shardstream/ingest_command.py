@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from shardstream.errors import ConfigurationError, ShardstreamError
+from shardstream.oplog.redaction import redact_text
 from shardstream.replay_command import add_stream_options
 
 if TYPE_CHECKING:
@@ -164,6 +165,11 @@ def run_ingest_command(args: argparse.Namespace) -> int:
             totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
+        return 1
+    except Exception as exc:  # noqa: BLE001 (Spark's errors: report them without the URI)
+        # Spark's query errors quote the source's options (the URI among them).
+        text = redact_text(str(exc))
+        sys.stderr.write(f"shardstream ingest: error: {type(exc).__name__}: {text}\n")
         return 1
     summary = {
         "batches": totals.batches,
