@@ -166,9 +166,9 @@ def run_ingest_command(args: argparse.Namespace) -> int:
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
         return 1
-    except Exception as exc:  # noqa: BLE001 (Spark's errors: report them without the URI)
+    except Exception as exc:
         # Spark's query errors quote the source's options (the URI among them).
-        text = redact_text(str(exc))
+        text = redact_text(str(exc), *([args.uri] if args.uri else []))
         sys.stderr.write(f"shardstream ingest: error: {type(exc).__name__}: {text}\n")
         return 1
     summary = {
