@@ -1,0 +1,79 @@
+"""The stream reader over a live cluster (the wire emulator), without Spark.
+
+The driver plans from live tailers, the tasks re-read the same range with tailers of
+their own, and the rows equal those of the same oplogs read as files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import bson
+import pytest
+from bson.timestamp import Timestamp
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from shardstream.emulator import EmulatedCluster
+from shardstream.spark.data_source import ShardstreamStreamReader
+from shardstream.spark.source_options import parse_options
+from tests import factories as make
+
+T = [Timestamp(1700000000, i) for i in range(30)]
+OPLOGS = {
+    "shard00": [
+        make.noop(T[1]),
+        make.insert(T[2], {"_id": 1}),
+        make.insert(T[5], {"_id": 5}),
+        make.update(T[7], 1, {"u": {"a": 1}}),
+        make.noop(T[20]),
+    ],
+    "shard01": [
+        make.noop(T[1]),
+        make.insert(T[2], {"_id": 2}),
+        make.update(T[3], 2, {"u": {"a": 1}}),
+        make.delete(T[6], 2),
+        make.noop(T[20]),
+    ],
+}
+
+
+def _drain(reader: ShardstreamStreamReader, start: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    batches = []
+    while (end := reader.latestOffset(start, ReadMaxRows(2))) != start:
+        rows = [
+            r for p in reader.partitions(start, end) for b in reader.read(p) for r in b.to_pylist()
+        ]
+        batches.append(rows)
+        start = end
+    return batches
+
+
+@pytest.mark.parametrize("mode", ["merged", "perShard"])
+def test_live_batches_equal_the_same_oplogs_read_as_files(tmp_path: Path, mode: str) -> None:
+    files = []
+    for name, entries in OPLOGS.items():
+        path = tmp_path / f"{name}.bson"
+        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        files.append(f"{name}={path}")
+    common = {"startAtOperationTime": "1700000000,1", "partitionMode": mode}
+    expected = _drain(
+        ShardstreamStreamReader(parse_options({"oplog": ",".join(files), **common})),
+        None
+        or ShardstreamStreamReader(
+            parse_options({"oplog": ",".join(files), **common})
+        ).initialOffset(),
+    )
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in OPLOGS.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(entries[-1]["ts"])
+        reader = ShardstreamStreamReader(parse_options({"uri": cluster.uri, **common}))
+        reader.prepareForTriggerAvailableNow()
+        try:
+            live = _drain(reader, reader.initialOffset())
+        finally:
+            reader.stop()
+    assert [len(rows) for rows in live] == [2, 2, 2]
+    assert live == expected
