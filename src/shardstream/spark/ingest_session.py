@@ -32,7 +32,7 @@ def spark_session(master: str, *, app_name: str = "shardstream-ingest") -> Itera
     Only a session started here is stopped on exit (a caller's own session, e.g. a test
     suite's, stays up).
     """
-    from pyspark.sql import SparkSession  # noqa: TID251 (this package may import pyspark)
+    from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -52,7 +52,7 @@ def build_session(master: str, *, app_name: str = "shardstream-ingest") -> Any:
         master: Spark's master URL, e.g. ``local[2]`` or ``local[*]``.
         app_name: the Spark application name.
     """
-    from pyspark.sql import SparkSession  # noqa: TID251 (this package may import pyspark)
+    from pyspark.sql import SparkSession
 
     config_dir = Path(tempfile.mkdtemp(prefix="shardstream-spark-"))
     log4j = config_dir / "log4j2.properties"
