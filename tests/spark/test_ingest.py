@@ -17,7 +17,7 @@ from shardstream.spark.ingest_progress import IngestProgress
 from shardstream.spark.mirror_check import changelog_difference, mirror_state, read_table
 from tests.spark.lakehouse_checks import event_batches, merged_events, simulate
 
-SIMULATION = {"simulate": "true", "shards": "4", "entries": "300", "seed": "21"}
+SIMULATION = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
 
 
 def _settings(root: Path, **options: str) -> IngestSettings:
@@ -33,7 +33,7 @@ def test_a_fresh_table_starts_where_the_user_said(tmp_path: Path) -> None:
 
 
 def test_a_lost_checkpoint_restarts_at_the_lower_watermarks_cluster_time(tmp_path: Path) -> None:
-    result = simulate(seed=21, shards=4, operations=300)
+    result = simulate(seed=21, shards=4, operations=200)
     batches = event_batches(merged_events(result), 100)
     sink = LakehouseSink(tmp_path, "old")
     sink.write_batch(batches[0], 0)
@@ -60,13 +60,13 @@ def _sorted(table: pa.Table, keys: list[str]) -> pa.Table:
 
 @pytest.mark.spark
 def test_merged_and_per_shard_modes_write_identical_tables(spark: Any, tmp_path: Path) -> None:
-    result = simulate(seed=21, shards=4, operations=300)
+    result = simulate(seed=21, shards=4, operations=200)
     tokens = [event.token.data for event in merged_events(result)]
     tables = {}
     for mode in ("merged", "perShard"):
         root = tmp_path / mode
         progress = IngestProgress(io.StringIO(), interactive=False)
-        settings = _settings(root, partitionMode=mode, maxEventsPerTrigger="150")
+        settings = _settings(root, partitionMode=mode, maxEventsPerTrigger="120")
         totals = run_ingest(spark, settings, progress)
         assert totals.events == len(tokens)
         assert totals.batches >= 2
