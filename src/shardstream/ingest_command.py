@@ -156,10 +156,6 @@ def run_ingest_command(args: argparse.Namespace) -> int:
         strict=not args.lenient_mirror,
         crash_at_for_test=crash,
     )
-    # The workers must run this interpreter (it has shardstream and pyarrow).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if args.master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
         with spark_session(args.master) as spark:
             totals = run_ingest(spark, settings, IngestProgress(sys.stderr))

@@ -8,6 +8,7 @@ shardstream and pyarrow), and few shuffle partitions: a micro-batch is small.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -54,6 +55,13 @@ def build_session(master: str, *, app_name: str = "shardstream-ingest") -> Any:
     """
     from pyspark.sql import SparkSession
 
+    # pyspark's launcher and its Python data-source workers read these from the
+    # environment (the spark.pyspark.python setting does not reach the data-source
+    # planner): without them the workers run `python3` from PATH, which need not have
+    # shardstream or pyarrow.  A caller's own values win.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     config_dir = Path(tempfile.mkdtemp(prefix="shardstream-spark-"))
     log4j = config_dir / "log4j2.properties"
     log4j.write_text(_LOG4J)
