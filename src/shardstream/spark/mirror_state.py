@@ -190,7 +190,8 @@ def apply_batch(
                     raise SinkError(
                         f"expected the mirror to hold the document an update changes, got "
                         f"none for {key!r} (event {event['_id']}): the stream began after it "
-                        "was inserted, or skipped events; ingest leniently to skip such updates"
+                        "was inserted, or skipped events (shardstream ingest --lenient-mirror "
+                        "skips and counts such updates)"
                     )
                 unknown += 1
                 continue
