@@ -1,4 +1,4 @@
-"""The shardstream source through Spark: availableNow with a read limit, restart, modes."""
+"""The shardstream source through Spark: availableNow with a read limit, replay, modes."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from shardstream.merger import MergedStream
 from shardstream.sim import simulated_sources
-from shardstream.spark.shard_inputs import simulated_run
+from shardstream.spark.simulated_input import simulated_run
 from shardstream.spark.source_options import parse_options
 from shardstream.transform import ChangeStreamOptions
 
@@ -67,56 +68,6 @@ def test_available_now_cuts_batches_at_the_limit_and_keeps_stream_order(
     assert sorted(ids) == expected
 
 
-def _cluster_time_at(index: int) -> str:
-    """The cluster time of the reference stream's event at ``index``, as T,I."""
-    spec = parse_options(SIMULATION)
-    assert spec.simulation is not None
-    stream = MergedStream(
-        simulated_sources(simulated_run(spec.simulation), seed=0), ChangeStreamOptions()
-    )
-    events = []
-    while len(events) <= index:
-        events += stream.next_batch(1000)[0]
-    time = events[index].document["clusterTime"]
-    return f"{time.time},{time.inc}"
-
-
-def test_a_restarted_query_goes_on_from_its_checkpoint_without_loss_or_duplicates(
-    spark: Any, tmp_path: Path
-) -> None:
-    import shardstream.spark
-
-    shardstream.spark.register(spark)
-    expected = _reference_ids(SIMULATION)
-    checkpoint, output = tmp_path / "checkpoint", tmp_path / "events"
-
-    def run(extra: dict[str, str]) -> list[int]:
-        query = (
-            spark.readStream.format("shardstream")
-            .options(**SIMULATION, maxEventsPerTrigger="200", **extra)
-            .load()
-            .writeStream.format("parquet")
-            .option("path", str(output))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            query.awaitTermination()
-        finally:
-            query.stop()
-        return [progress["numInputRows"] for progress in query.recentProgress]
-
-    # The first run stops half way (as if the cluster had written no more yet); the second,
-    # a new query on the same checkpoint, goes on from the last committed offset.
-    first = run({"endAtOperationTime": _cluster_time_at(len(expected) // 2)})
-    second = run({})
-    assert 0 < sum(first) < len(expected)
-    assert sum(first) + sum(second) == len(expected)
-    ids = [row["_id"] for row in spark.read.parquet(str(output)).select("_id").collect()]
-    assert sorted(ids) == expected
-
-
 def test_per_shard_and_merged_batch_reads_give_identical_rows(spark: Any) -> None:
     import shardstream.spark
 
@@ -129,3 +80,49 @@ def test_per_shard_and_merged_batch_reads_give_identical_rows(spark: Any) -> Non
     merged_rows = merged.collect()
     assert [row["_id"] for row in merged_rows] == sorted(row["_id"] for row in merged_rows)
     assert sorted(per_shard.collect(), key=lambda row: row["_id"]) == merged_rows
+
+
+def test_a_batch_that_failed_is_replayed_from_its_offsets_with_the_same_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    import shardstream.spark
+
+    shardstream.spark.register(spark)
+    expected = _reference_ids(SIMULATION)
+    seen: dict[int, list[str]] = {}
+    crash_at = {"batch": 2}
+
+    def sink(frame: Any, batch_id: int) -> None:
+        ids = [row["_id"] for row in frame.select("_id").collect()]
+        if batch_id == crash_at["batch"]:
+            crash_at["batch"] = -1
+            raise RuntimeError("injected failure after the batch's offsets were logged")
+        seen[batch_id] = ids
+
+    def run(mode: str, *, fails: bool) -> None:
+        query = (
+            spark.readStream.format("shardstream")
+            .options(**SIMULATION, maxEventsPerTrigger="150", partitionMode=mode)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            if fails:
+                with pytest.raises(StreamingQueryException, match="injected failure"):
+                    query.awaitTermination()
+            else:
+                query.awaitTermination()
+        finally:
+            query.stop()
+
+    run("merged", fails=True)
+    assert sorted(seen) == [0, 1]  # batch 2's offsets are in the log, its commit is not
+    # The restart (a new source runner, per-shard tasks planned afresh) replays batch 2 from
+    # the logged offsets, then goes on.
+    run("perShard", fails=False)
+    assert min(set(seen) - {0, 1}) == 2
+    ids = [token for batch in sorted(seen) for token in sorted(seen[batch])]
+    assert ids == expected  # every event once, batches in stream order

@@ -15,10 +15,11 @@ from typing import Any
 
 import bson
 import pytest
+from bson import json_util
 from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from shardstream.errors import ChangeStreamHistoryLost, OplogError
+from shardstream.errors import ChangeStreamHistoryLost, MergeError, OplogError
 from shardstream.merger import MergedStream
 from shardstream.resume_token import decode_token
 from shardstream.sim import simulated_sources
@@ -26,7 +27,7 @@ from shardstream.spark.data_source import ShardstreamBatchReader, ShardstreamStr
 from shardstream.spark.offsets import data_of, token_of_text
 from shardstream.spark.partitions import MergedRange, ShardRange
 from shardstream.spark.rows import EVENT_SCHEMA
-from shardstream.spark.shard_inputs import simulated_run
+from shardstream.spark.simulated_input import simulated_run
 from shardstream.spark.source_options import parse_options
 from tests import factories as make
 
@@ -155,7 +156,9 @@ def test_per_shard_mode_gives_the_merged_rows(seed: int) -> None:
     assert [(s, e) for s, e, _ in per_shard] == [(s, e) for s, e, _ in merged]
     for (_, _, merged_rows), (_, _, shard_rows) in zip(merged, per_shard, strict=True):
         assert sorted(shard_rows, key=lambda row: row["_id"]) == merged_rows
-    result = simulated_run(parse_options(_sim(seed)).simulation)  # type: ignore[arg-type]
+    config = parse_options(_sim(seed)).simulation
+    assert config is not None
+    result = simulated_run(config)
     assert result.counters.migrations > 0
     assert result.counters.multi_shard_transactions > 0
 
@@ -289,3 +292,49 @@ def test_relaxed_json_on_request() -> None:
     assert inserts
     assert all("$numberInt" not in row["documentKey"] for row in inserts)
     assert all(row["documentKey"].startswith('{"') for row in inserts)
+
+
+def test_a_replayed_batch_whose_stream_changed_cannot_be_planned_again(tmp_path: Path) -> None:
+    oplogs = _dropped_on_two_shards()
+    options = {"oplog": _write(tmp_path, oplogs), "db": "db", "partitionMode": "perShard"}
+    reader = _reader(**options)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxRows(2))
+    _write(tmp_path, {"b": [make.noop(T[0]), make.insert(T[3], {"_id": 3}), make.noop(T[9])]})
+    with pytest.raises(MergeError, match="cannot be planned again"):
+        _reader(**options).partitions(start, end)  # after a restart: no boundaries cached
+
+
+@pytest.mark.parametrize("input_format", ["bson", "ejson"])
+def test_a_backfill_from_oplog_dumps_equals_the_simulated_cluster(
+    tmp_path: Path, input_format: str
+) -> None:
+    options = _sim(4, showExpandedEvents="true")
+    config = parse_options(options).simulation
+    assert config is not None
+    paths = []
+    for shard, path in simulated_run(config).write_oplogs(tmp_path).items():
+        if input_format == "ejson":
+            entries = bson.decode_all(path.read_bytes())
+            path = path.with_suffix(".jsonl")
+            path.write_text(
+                "".join(
+                    json_util.dumps(entry, json_options=json_util.CANONICAL_JSON_OPTIONS) + "\n"
+                    for entry in entries
+                )
+            )
+        paths.append(f"{shard}={path}")
+    dump = ShardstreamBatchReader(
+        parse_options(
+            {
+                "oplog": ",".join(paths),
+                "inputFormat": input_format,
+                "showExpandedEvents": "true",
+                "partitionMode": "perShard",
+            }
+        )
+    )
+    simulated = ShardstreamBatchReader(parse_options(options))
+    rows = sorted(_read(dump, dump.partitions()), key=lambda row: row["_id"])
+    assert rows == _read(simulated, simulated.partitions())
+    assert [row["_id"] for row in rows] == _reference(options)

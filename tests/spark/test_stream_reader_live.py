@@ -6,6 +6,7 @@ their own, and the rows equal those of the same oplogs read as files.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from shardstream.emulator import EmulatedCluster
+from shardstream.resume_token import decode_token
 from shardstream.spark.data_source import ShardstreamStreamReader
+from shardstream.spark.offsets import token_of_text
 from shardstream.spark.source_options import parse_options
 from tests import factories as make
 
@@ -77,3 +80,29 @@ def test_live_batches_equal_the_same_oplogs_read_as_files(tmp_path: Path, mode: 
             reader.stop()
     assert [len(rows) for rows in live] == [2, 2, 2]
     assert live == expected
+
+
+def test_a_quiet_live_stream_moves_its_watermark_without_events() -> None:
+    later = Timestamp(1700000000 + 120, 1)  # two minutes of cluster time with nothing watched
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in OPLOGS.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).append(make.noop(later))
+            cluster.shard(name).set_majority(later)
+        options = {"uri": cluster.uri, "db": "elsewhere", "startAtOperationTime": "1700000000,1"}
+        reader = ShardstreamStreamReader(parse_options(options))
+        try:
+            start = reader.initialOffset()
+            end = start
+            deadline = time.monotonic() + 10
+            while end == start and time.monotonic() < deadline:
+                time.sleep(0.05)  # the tailers deliver in the background
+                end = reader.latestOffset(start, ReadMaxRows(10))
+            # An eventless batch: no task to run, the watermark is a mark past the quiet time.
+            assert end["shards"] == start["shards"]
+            assert reader.partitions(start, end) == []
+            assert decode_token(token_of_text(end["watermark"])).cluster_time >= later
+            assert reader.latestOffset(end, ReadMaxRows(10)) == end  # and it stays there
+        finally:
+            reader.stop()

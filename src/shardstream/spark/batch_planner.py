@@ -15,6 +15,13 @@ Two rules keep every batch re-readable:
   the batch takes the whole group, even past ``maxEventsPerTrigger``;
 * a batch ends at an invalidate: the stream opened before it cannot go past it, the next
   batch opens a new one after it (``startAfter``).
+
+A live stream that has had no event for a while (a quiet collection) would keep its
+watermark on its last event, and a restart would then re-scan, or no longer find, days of
+oplog.  So when nothing is ready and the merge's postBatchResumeToken is
+``advance_idle_after`` seconds past the watermark, the planner returns an eventless batch
+that moves the watermark up to it (a high-water-mark token), as a driver moves its resume
+token to the postBatchResumeToken of an empty batch.
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Final
 
+from bson.timestamp import Timestamp
+
 from shardstream.errors import MergeError
 from shardstream.merger import MergedStream
-from shardstream.spark.offsets import StreamOffset, data_of, token_text
-from shardstream.spark.shard_inputs import ReadBound, open_merged_stream
+from shardstream.resume_token import ResumeToken, decode_token
+from shardstream.spark.offsets import StreamOffset, data_of, token_of_text, token_text
+from shardstream.spark.shard_inputs import ReadBound, open_merged_stream, start_time
 from shardstream.spark.source_options import SourceSpec
 from shardstream.transform import ChangeEvent
 from shardstream.transform import fields as f
@@ -72,6 +82,7 @@ class BatchPlanner:
         self._stream: MergedStream | None = None
         self._position: str | None = None  # the watermark the open stream has reached
         self._lookahead: deque[ChangeEvent] = deque()
+        self._resume_token: ResumeToken | None = None  # the merge's last postBatchResumeToken
 
     def plan(
         self,
@@ -81,6 +92,7 @@ class BatchPlanner:
         bound: ReadBound | None = None,
         until: str | None = None,
         wait_for_bound: bool = False,
+        advance_idle_after: int | None = None,
     ) -> PlannedBatch:
         """Find the end of the batch that starts at ``start``.
 
@@ -92,13 +104,18 @@ class BatchPlanner:
             until: take exactly the events up to this token (re-planning a known batch).
             wait_for_bound: a live stream is read until it has passed ``bound`` (or a
                 minute goes by), not only while events are ready.
+            advance_idle_after: a live stream with nothing ready moves its watermark to the
+                postBatchResumeToken once that is this many seconds ahead (None: never).
 
         Complexity: O(n log s) for n events over s shards, plus re-reading the oplogs
         from the watermark when the stream has to be reopened.
         """
         self._seek(start.watermark)
         try:
-            return self._plan(start, max_events, bound, until, wait_for_bound=wait_for_bound)
+            planned = self._plan(start, max_events, bound, until, wait_for_bound=wait_for_bound)
+            if planned.events or advance_idle_after is None:
+                return planned
+            return self._advance_idle(start, advance_idle_after, bound)
         except BaseException:
             self.close()  # the stream's position is unknown now: the next plan reopens it
             raise
@@ -155,6 +172,27 @@ class BatchPlanner:
         }
         return PlannedBatch(end, taken, {shard: tokens for shard, tokens in kept.items() if tokens})
 
+    def _advance_idle(
+        self, start: StreamOffset, after_s: int, bound: ReadBound | None
+    ) -> PlannedBatch:
+        mark = self._resume_token
+        unchanged = PlannedBatch(start, 0, {})
+        if self._spec.bounded or self._lookahead or mark is None:
+            return unchanged
+        if mark.data <= data_of(start.watermark) or (
+            bound is not None and mark.data >= bound.stop_before
+        ):
+            return unchanged
+        since: Timestamp | None
+        if start.watermark:
+            since = decode_token(token_of_text(start.watermark)).cluster_time
+        else:
+            since = start_time(self._spec.stream)
+        if since is None or decode_token(mark).cluster_time.time - since.time < after_s:
+            return unchanged
+        self._position = token_text(mark)
+        return PlannedBatch(StreamOffset(self._position, start.shards), 0, {})
+
     def _take(
         self,
         event: ChangeEvent,
@@ -194,6 +232,7 @@ class BatchPlanner:
         empty_rounds = 0
         while not stream.exhausted:
             events, resume_token = stream.next_batch(PLAN_CHUNK)
+            self._resume_token = resume_token
             if events:
                 self._lookahead.extend(events[1:])
                 return events[0]
@@ -219,3 +258,4 @@ class BatchPlanner:
         self._stream = None
         self._position = None
         self._lookahead.clear()
+        self._resume_token = None

@@ -39,9 +39,11 @@ from shardstream.spark.offsets import StreamOffset
 from shardstream.spark.partitions import plan_partitions, read_partition
 from shardstream.spark.rows import SPARK_DDL
 from shardstream.spark.shard_inputs import ReadBound, initial_offset, read_bound
-from shardstream.spark.source_options import SourceSpec, parse_options
+from shardstream.spark.source_options import PartitionMode, SourceSpec, parse_options
 
 FORMAT_NAME = "shardstream"
+# A live query whose stream has been quiet this long (cluster time) moves its watermark on.
+IDLE_WATERMARK_S = 60
 
 
 class ShardstreamDataSource(DataSource):
@@ -102,6 +104,8 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             max_events=max_events,
             bound=bound,
             wait_for_bound=self._available_now and not self._spec.bounded,
+            # availableNow stops at its target; only an open-ended query moves past quiet times.
+            advance_idle_after=None if self._available_now else IDLE_WATERMARK_S,
         )
         if plan.events:
             self._splits[_key(begin, plan.end)] = plan.splits
@@ -110,7 +114,9 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, finish = StreamOffset.from_json(start), StreamOffset.from_json(end)
         splits = self._splits.get(_key(begin, finish))
-        if splits is None and finish.shards_advanced_from(begin):
+        # Only per-shard tasks need the boundaries; merged mode has one task whatever they are.
+        per_shard = self._spec.partition_mode is PartitionMode.PER_SHARD
+        if splits is None and per_shard and finish.shards_advanced_from(begin):
             splits = self._replan(begin, finish)
         return plan_partitions(self._spec, begin, finish, splits or {})
 

@@ -8,7 +8,6 @@ and cached, since a worker is reused for many tasks.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Final
 
 from bson.timestamp import Timestamp
@@ -22,22 +21,14 @@ from shardstream.oplog.live_cluster import open_live_cluster
 from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
-from shardstream.sim import SimulatedCluster, SimulationConfig, SimulationResult
-from shardstream.sim.feed import SimulatedOplogSource, just_below
+from shardstream.sim.feed import just_below
 from shardstream.spark.offsets import StreamOffset, token_of_text, token_text
+from shardstream.spark.positioned_source import PositionedSource
+from shardstream.spark.simulated_input import SimulatedShardOplog, simulated_shard_names
 from shardstream.spark.source_options import SourceKind, SourceSpec
 from shardstream.transform import ChangeStreamOptions
 
-# A simulated cluster stands for oplog files here: all of it is there at once, read in
-# large batches, never "not ready yet" (delays would only slow the driver and the tasks).
-_SIMULATED_BATCH: Final = 1000
 _LIVE_AWAIT_MS: Final = 200
-
-
-@functools.lru_cache(maxsize=4)
-def simulated_run(config: SimulationConfig) -> SimulationResult:
-    """Run (once per process) the simulated cluster ``config`` describes."""
-    return SimulatedCluster(config).run()
 
 
 def stream_options(spec: SourceSpec, after: str) -> ChangeStreamOptions:
@@ -66,21 +57,28 @@ def start_time(options: ChangeStreamOptions) -> Timestamp | None:
 def open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSource]:
     """One source per shard, each able to serve the stream from ``start``."""
     if spec.kind is SourceKind.OPLOG:
-        return {
+        files: dict[str, OplogSource] = {
             name: FileOplogSource(name, path, spec.input_format) for name, path in spec.oplog_paths
         }
+        return _positioned(files, start)
     if spec.kind is SourceKind.SIMULATE:
-        assert spec.simulation is not None  # parse_options sets it for this kind
-        result = simulated_run(spec.simulation)
+        config = spec.simulation
+        assert config is not None  # parse_options sets it for this kind
         return {
-            name: SimulatedOplogSource(
-                name, oplog, seed=spec.simulation.seed, max_batch=_SIMULATED_BATCH, delay=0
-            )
-            for name, oplog in result.oplogs.items()
+            name: SimulatedShardOplog(config, name, start) for name in simulated_shard_names(config)
         }
     assert spec.uri is not None  # parse_options sets it for a live source
     sources, _, _ = open_live_cluster(spec.uri, start=start, await_ms=_LIVE_AWAIT_MS)
     return sources
+
+
+def _positioned(sources: dict[str, OplogSource], start: Timestamp | None) -> dict[str, OplogSource]:
+    return {name: _at_start(source, start) for name, source in sources.items()}
+
+
+def _at_start(source: OplogSource, start: Timestamp | None) -> OplogSource:
+    """``source`` from the stream's start on (as a tailer is); the whole of it without one."""
+    return source if start is None else PositionedSource(source, start)
 
 
 def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> OplogSource:
@@ -93,13 +91,16 @@ def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> 
             raise _missing_shard(spec, shard, list(by_name))
         first = start or info.cluster_time
         return LiveOplogSource(shard, by_name[shard].uri, start=first, await_ms=_LIVE_AWAIT_MS)
-    sources = open_sources(spec, start)
-    if shard not in sources:
-        raise _missing_shard(spec, shard, list(sources))
-    for name, other in sources.items():
-        if name != shard:
-            other.close()
-    return sources[shard]
+    if spec.kind is SourceKind.SIMULATE:
+        assert spec.simulation is not None
+        names = simulated_shard_names(spec.simulation)
+        if shard not in names:
+            raise _missing_shard(spec, shard, names)
+        return SimulatedShardOplog(spec.simulation, shard, start)
+    paths = dict(spec.oplog_paths)
+    if shard not in paths:
+        raise _missing_shard(spec, shard, list(paths))
+    return _at_start(FileOplogSource(shard, paths[shard], spec.input_format), start)
 
 
 def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:
