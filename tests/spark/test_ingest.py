@@ -89,3 +89,49 @@ def test_the_spark_demo_checks_both_tables(spark: Any, tmp_path: Path) -> None:
     assert "chunk migrations" in text
     assert "exactly once: yes" in text
     assert text.rstrip().endswith("byte for byte): yes")
+
+
+@pytest.mark.spark
+def test_a_live_cluster_is_ingested_continuously_until_stopped(spark: Any, tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from bson.timestamp import Timestamp
+
+    from shardstream.emulator import EmulatedCluster
+    from shardstream.resume_token.token_json import loads
+    from tests import factories as make
+
+    t = [Timestamp(1700000000, i) for i in range(10)]
+    oplogs = {
+        "shard00": [
+            make.noop(t[1]),
+            make.insert(t[2], {"_id": 1}),
+            make.update(t[5], 1, {"u": {"a": 2}}),
+        ],
+        "shard01": [make.noop(t[1]), make.insert(t[3], {"_id": 2}), make.delete(t[4], 2)],
+    }
+    root = tmp_path / "live"
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in oplogs.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(t[8])
+        options = {"uri": cluster.uri, "startAtOperationTime": "1700000000,1"}
+        settings = IngestSettings(
+            table=root, source_options=options, bounded=False, trigger_interval="0 seconds"
+        )
+        progress = IngestProgress(io.StringIO(), interactive=False)
+        runner = threading.Thread(target=run_ingest, args=(spark, settings, progress))
+        runner.start()
+        deadline = time.monotonic() + 60
+        while progress.totals.events < 4 and time.monotonic() < deadline and runner.is_alive():
+            time.sleep(0.2)
+        for query in spark.streams.active:  # the live query runs until stopped
+            query.stop()
+        runner.join(timeout=60)
+    assert not runner.is_alive()
+    changelog = read_table(root, "changelog")
+    assert changelog["operationType"].to_pylist() == ["insert", "insert", "delete", "update"]
+    mirror = read_table(root, "mirror")
+    assert [loads(doc) for doc in mirror["fullDocument"].to_pylist()] == [{"_id": 1, "a": 2}]
