@@ -7,7 +7,6 @@ its own ``tmp_path`` checkpoint and stops every query it starts.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,4 +54,6 @@ def _python_workers_use_this_interpreter() -> None:
     """Spark starts Python workers with PYSPARK_PYTHON, else ``python3`` from PATH, which
     need not have pyarrow or shardstream: point it at this venv before the session starts
     (autouse session fixtures run before the ``spark`` fixture)."""
+    import sys
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

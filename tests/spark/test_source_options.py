@@ -119,3 +119,8 @@ def test_the_password_in_a_uri_never_shows() -> None:
     with pytest.raises(ConfigurationError) as error:
         parse_options({"uri": "http://app:s3cret@mongos/"})
     assert "s3cret" not in str(error.value)
+
+
+def test_a_token_with_bad_type_bits_is_a_resume_token_error() -> None:
+    with pytest.raises(ResumeTokenError, match="_typeBits hex"):
+        parse_options({"oplog": "a=x", "startAfter": HWM + ":zz"})

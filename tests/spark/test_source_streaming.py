@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bson
 import pytest
 from pyspark.errors import StreamingQueryException
 
@@ -126,3 +127,52 @@ def test_a_batch_that_failed_is_replayed_from_its_offsets_with_the_same_rows(
     assert min(set(seen) - {0, 1}) == 2
     ids = [token for batch in sorted(seen) for token in sorted(seen[batch])]
     assert ids == expected  # every event once, batches in stream order
+
+
+def test_plans_never_show_the_password_of_a_uri(
+    spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shardstream.spark
+
+    shardstream.spark.register(spark)
+    shardstream.spark.register(spark)  # twice: the redaction pattern is added once
+    frame = (
+        spark.readStream.format("shardstream")
+        .option("uri", "mongodb://alice:s3cret-pw@127.0.0.1:9/?authSource=admin")
+        .load()
+    )
+    frame.explain(True)
+    plans = capsys.readouterr().out
+    assert "uri=" in plans
+    assert "s3cret-pw" not in plans
+    assert spark.conf.get("spark.sql.redaction.options.regex").count("^uri$") == 1
+
+
+def test_a_live_cluster_through_spark(spark: Any, tmp_path: Path) -> None:
+    import shardstream.spark
+    from shardstream.emulator import EmulatedCluster
+    from tests.spark.test_stream_reader_live import OPLOGS
+
+    shardstream.spark.register(spark)
+    paths = []
+    for name, entries in OPLOGS.items():
+        path = tmp_path / f"{name}.bson"
+        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        paths.append(f"{name}={path}")
+    start = {"startAtOperationTime": "1700000000,1"}
+    files = spark.read.format("shardstream").options(oplog=",".join(paths), **start).load()
+    expected = sorted(files.collect(), key=lambda row: row["_id"])
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in OPLOGS.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(entries[-1]["ts"])
+        rows = _run(
+            spark,
+            {"uri": cluster.uri, "maxEventsPerTrigger": "4", **start},
+            "live",
+            tmp_path / "ck",
+        )
+        live = sorted(spark.table("live").collect(), key=lambda row: row["_id"])
+    assert [n for n in rows if n] == [4, 2]
+    assert live == expected

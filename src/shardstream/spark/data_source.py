@@ -42,6 +42,8 @@ from shardstream.spark.shard_inputs import ReadBound, initial_offset, read_bound
 from shardstream.spark.source_options import PartitionMode, SourceSpec, parse_options
 
 FORMAT_NAME = "shardstream"
+REDACTION_CONF = "spark.sql.redaction.options.regex"
+URI_REDACTION = "(?i)^uri$"
 # A live query whose stream has been quiet this long (cluster time) moves its watermark on.
 IDLE_WATERMARK_S = 60
 
@@ -180,8 +182,17 @@ class ShardstreamBatchReader(DataSourceReader):
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``spark.readStream.format("shardstream")`` and ``spark.read.format(...)`` work."""
+    """Make ``spark.readStream.format("shardstream")`` and ``spark.read.format(...)`` work.
+
+    Also hides the ``uri`` option's value wherever Spark shows a source's options (query
+    plans, ``explain()``, the UI): Spark redacts the values of options whose key or value
+    matches ``spark.sql.redaction.options.regex``, by default only ``(?i)url``, and a
+    mongos URI may carry a password.
+    """
     spark.dataSource.register(ShardstreamDataSource)
+    current = spark.conf.get(REDACTION_CONF) or ""
+    if URI_REDACTION not in current:
+        spark.conf.set(REDACTION_CONF, f"{current}|{URI_REDACTION}" if current else URI_REDACTION)
 
 
 def _key(start: StreamOffset, end: StreamOffset) -> tuple[str, str]:

@@ -57,10 +57,10 @@ def start_time(options: ChangeStreamOptions) -> Timestamp | None:
 def open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSource]:
     """One source per shard, each able to serve the stream from ``start``."""
     if spec.kind is SourceKind.OPLOG:
-        files: dict[str, OplogSource] = {
-            name: FileOplogSource(name, path, spec.input_format) for name, path in spec.oplog_paths
+        return {
+            name: _at_start(FileOplogSource(name, path, spec.input_format), start)
+            for name, path in spec.oplog_paths
         }
-        return _positioned(files, start)
     if spec.kind is SourceKind.SIMULATE:
         config = spec.simulation
         assert config is not None  # parse_options sets it for this kind
@@ -70,10 +70,6 @@ def open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSo
     assert spec.uri is not None  # parse_options sets it for a live source
     sources, _, _ = open_live_cluster(spec.uri, start=start, await_ms=_LIVE_AWAIT_MS)
     return sources
-
-
-def _positioned(sources: dict[str, OplogSource], start: Timestamp | None) -> dict[str, OplogSource]:
-    return {name: _at_start(source, start) for name, source in sources.items()}
 
 
 def _at_start(source: OplogSource, start: Timestamp | None) -> OplogSource:

@@ -23,6 +23,7 @@ from shardstream.oplog.redaction import redact_uri
 from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
 from shardstream.resume_token.token_json import loads
 from shardstream.sim import SimulationConfig
+from shardstream.spark.offsets import token_of_text
 from shardstream.transform import ChangeStreamOptions
 
 DEFAULT_SIMULATED_SHARDS: Final = 3
@@ -319,7 +320,11 @@ def _timestamp(name: str, text: str | None) -> Timestamp | None:
 
 
 def _token(name: str, text: str | None) -> ResumeTokenData | None:
-    """A token document in Extended JSON, or bare ``_data`` hex."""
+    """A token document in Extended JSON, bare ``_data`` hex, or an offset's token text.
+
+    An offset's text (``_data`` hex, then ``:`` and the ``_typeBits`` hex when there are
+    any) lets a sink that stored a batch's watermark start a new query just after it.
+    """
     if text is None:
         return None
     if text.lstrip().startswith("{"):
@@ -331,4 +336,12 @@ def _token(name: str, text: str | None) -> ResumeTokenData | None:
                 f"got {text!r:.120}"
             ) from exc
         return decode_token_document(document)
-    return decode_token(text.strip())
+    try:
+        return decode_token(token_of_text(text.strip()))
+    except ValueError as exc:  # the type bits after ':' are not hex
+        if isinstance(exc, ResumeTokenError):
+            raise
+        raise ResumeTokenError(
+            f"expected {name} as _data hex, optionally followed by ':' and the _typeBits "
+            f"hex, got {text!r:.120}"
+        ) from exc
