@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 DEFAULT_MAX_EVENTS_PER_BATCH: Final = 10_000
 # Test hook (kill tests): "<point>:<batch id>", e.g. "between-commits:2".
 CRASH_ENV: Final = "SHARDSTREAM_CRASH_AT_FOR_TEST"
+# A Python error line in a traceback, e.g. "shardstream.errors.OplogError: ..." (the
+# module path is dropped); shardstream's errors end in Error, Lost or NotFound.
+_PYTHON_ERROR: Final = re.compile(r"^(?:[a-z_][\w.]*\.)?([A-Z]\w*(?:Error|Lost|NotFound)\b: .*)$")
 # replay's internal server flags have no data-source option.
 _UNSUPPORTED_FLAGS: Final = (
     "show_migration_events",
@@ -164,8 +168,8 @@ def run_ingest_command(args: argparse.Namespace) -> int:
         return 1
     except Exception as exc:
         # Spark's query errors quote the source's options (the URI among them).
-        text = redact_text(str(exc), *([args.uri] if args.uri else []))
-        sys.stderr.write(f"shardstream ingest: error: {type(exc).__name__}: {text}\n")
+        text = redact_text(spark_error_summary(str(exc)), *([args.uri] if args.uri else []))
+        sys.stderr.write(f"shardstream ingest: error: {text}\n")
         return 1
     summary = {
         "batches": totals.batches,
@@ -178,6 +182,24 @@ def run_ingest_command(args: argparse.Namespace) -> int:
     }
     sys.stdout.write(json.dumps(summary) + "\n")
     return 0
+
+
+def spark_error_summary(text: str) -> str:
+    """The line of a Spark error that names the Python error behind it, else its first line.
+
+    A failure inside the source reaches the driver as a StreamingQueryException whose
+    message holds the Python traceback and a Java stack trace; the user needs one line.
+
+    >>> spark_error_summary("[STREAM_FAILED] Query ...\\nTraceback:\\n"
+    ...     "shardstream.errors.OplogError: shard 'a' gone\\n\\tat org.apache...")
+    "OplogError: shard 'a' gone"
+    """
+    lines = text.splitlines()
+    for line in reversed(lines):
+        match = _PYTHON_ERROR.match(line.strip())
+        if match:
+            return match.group(1)
+    return lines[0] if lines else text
 
 
 def _crash_point(text: str | None) -> tuple[CrashPoint, int] | None:

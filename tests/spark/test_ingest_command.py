@@ -94,3 +94,23 @@ def test_crash_hook_format() -> None:
     assert _crash_point("between-commits:2") == (CrashPoint.BETWEEN_COMMITS, 2)
     with pytest.raises(ValueError, match=f"expected {CRASH_ENV} as <in-batch"):
         _crash_point("somewhere:1")
+
+
+def test_a_source_failure_is_one_line_naming_the_python_error() -> None:
+    from shardstream.ingest_command import spark_error_summary
+    from shardstream.oplog.redaction import redact_text
+
+    message = (
+        "[STREAM_FAILED] Query [id = fb75] terminated with exception: "
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source "
+        "perform latestOffset: Traceback (most recent call last):\n"
+        '  File "/x/live_source.py", line 298, in next_batch\n'
+        "shardstream.errors.ChangeStreamHistoryLost: shard 'shard00' "
+        "(mongodb://app:s3cret@127.0.0.1:51587/?replicaSet=shard00): the oplog no longer "
+        "reaches Timestamp(1700000000, 1)\n"
+        "\tat org.apache.spark.sql.execution.streaming.MicroBatchExecution.run(X.scala:1)"
+    )
+    line = redact_text(spark_error_summary(message))
+    assert line.startswith("ChangeStreamHistoryLost: shard 'shard00' (mongodb://app:***@")
+    assert "s3cret" not in line
+    assert spark_error_summary("plain failure\nmore") == "plain failure"

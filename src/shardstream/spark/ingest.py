@@ -95,7 +95,9 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
         The totals of this run (replayed batches included).
 
     Raises:
-        ShardstreamError: a batch the sink refused, or a source error, as raised.
+        ShardstreamError: a batch the sink refused, as the sink raised it.
+        Exception: Spark's own error (e.g. StreamingQueryException) for a failure in the
+            source; its message quotes the Python error (see the CLI's summary of it).
     """
     from shardstream.spark import register
 
