@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
+STAMP_SPARK := $(VENV)/.installed-spark
 
 .PHONY: demo test lint typecheck unit bench clean
 
@@ -15,11 +16,16 @@ $(STAMP_BASE): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# The demo runs Spark and delta-rs: the spark extra (pyspark is a ~450 MB download).
+$(STAMP_SPARK): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[spark]'
 	touch $@ $(STAMP_BASE)
 
-demo: $(STAMP_BASE)
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(STAMP_BASE) $(STAMP_SPARK)
+
+demo: $(STAMP_SPARK)
 	$(BIN)/shardstream demo
 
 test: lint typecheck unit

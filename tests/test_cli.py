@@ -128,7 +128,7 @@ def test_python_dash_m_runs_the_same_main() -> None:
 def test_demo_merges_a_simulated_cluster_and_rebuilds_its_data(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["demo"]) == 0
+    assert main(["demo", "--no-spark"]) == 0
     out = capsys.readouterr().out
     assert "events per shard: shard0" in out
     assert "final postBatchResumeToken" in out

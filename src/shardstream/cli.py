@@ -6,7 +6,8 @@ Subcommands (verbs):
     shardstream replay PATH [options]      oplog file -> change events (see replay --help)
     shardstream watch URI [options]        a live cluster's merged change stream
     shardstream bench [options]            replay throughput against the BSON decode rate
-    shardstream demo                       merge a simulated 3-shard cluster, check the data
+    shardstream ingest --table PATH ...    stream into a Delta change log + mirror (Spark)
+    shardstream demo [--no-spark]          simulated 3-shard cluster -> Spark -> Delta, checked
 
 Input without arguments is read from stdin, one item per line.  Each output
 line is one JSON object; an input that fails writes ``{"error": "..."}`` on its
@@ -24,6 +25,7 @@ from bson.errors import BSONError
 
 from shardstream.bench_command import add_bench_parser
 from shardstream.errors import ResumeTokenError, ShardstreamError
+from shardstream.ingest_command import add_ingest_parser
 from shardstream.replay_command import add_replay_parser
 from shardstream.resume_token import decode_token, decode_token_document, encode_token
 from shardstream.resume_token.token_json import (
@@ -70,8 +72,15 @@ def _build_parser() -> argparse.ArgumentParser:
     add_replay_parser(commands)
     add_watch_parser(commands)
     add_bench_parser(commands)
+    add_ingest_parser(commands)
     demo = commands.add_parser(
-        "demo", help="merge a simulated 3-shard cluster's oplogs and check the result"
+        "demo",
+        help="ingest a simulated 3-shard cluster with Spark into Delta tables and check them",
+    )
+    demo.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="merge the oplogs in pure Python and check the data (no Spark needed)",
     )
     demo.set_defaults(handler=_run_demo)
     return parser
@@ -133,8 +142,10 @@ def _parse_json(text: str, expected: str) -> Any:
         raise ResumeTokenError(f"expected {expected}, got {text!r:.120} ({exc})") from exc
 
 
-def _run_demo(_args: argparse.Namespace) -> int:
+def _run_demo(args: argparse.Namespace) -> int:
     # Imported here: only the demo needs the simulator.
-    from shardstream.demo import run_demo
+    from shardstream.demo import run_demo, run_spark_demo
 
-    return run_demo(sys.stdout)
+    if args.no_spark:
+        return run_demo(sys.stdout)
+    return run_spark_demo(sys.stdout)

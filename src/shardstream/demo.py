@@ -1,4 +1,7 @@
-"""What ``make demo`` shows: a simulated 3-shard cluster's oplogs merged into one stream.
+"""``shardstream demo --no-spark``: a simulated 3-shard cluster's oplogs merged into one stream.
+
+(``make demo`` runs :func:`run_spark_demo`: the same cluster through Spark into Delta
+tables, :mod:`shardstream.spark.ingest_demo`.)
 
 The simulator runs a seeded workload (inserts, ``$v:2`` updates, deletes,
 multi-shard transactions, chunk migrations, DDL) on three shards and writes each
@@ -72,6 +75,19 @@ def run_demo(out: TextIO, *, seed: int = 7, operations: int = 400) -> int:
         file=out,
     )
     return 0 if same else 1
+
+
+def run_spark_demo(out: TextIO) -> int:
+    """Simulate, ingest with Spark into a Delta change log and mirror, check both."""
+    try:
+        from shardstream.spark.ingest_demo import run_spark_demo as run
+    except ImportError as exc:
+        out.write(
+            f"the Spark demo needs the spark extra (pip install 'shardstream[spark]'), "
+            f"missing {exc.name!r}; `shardstream demo --no-spark` needs none\n"
+        )
+        return 1
+    return run(out)
 
 
 def _line(event: ChangeEvent) -> str:

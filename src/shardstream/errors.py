@@ -10,7 +10,8 @@ about bad input also subclass the built-in a caller would naturally catch::
     │   ├── ChangeStreamHistoryLost     the oplog no longer reaches the requested start
     │   └── TransformError              an entry the server's change stream would reject
     ├── ResumeTokenNotFound             a resumed stream never met its resume token
-    └── MergeError                      shard input broke the merge's ordering contract
+    ├── MergeError                      shard input broke the merge's ordering contract
+    └── SinkError                       a lakehouse table cannot take a batch as it is
 
 Messages say what was expected and what arrived (values shown with ``!r``), and
 never contain credentials.
@@ -26,6 +27,7 @@ __all__ = [
     "ResumeTokenError",
     "ResumeTokenNotFound",
     "ShardstreamError",
+    "SinkError",
     "TransformError",
 ]
 
@@ -94,3 +96,11 @@ class ResumeTokenNotFound(ShardstreamError):
 
 class MergeError(ShardstreamError):
     """A shard's input broke the merge contract (e.g. its promise went backwards)."""
+
+
+class SinkError(ShardstreamError):
+    """A lakehouse sink cannot apply a batch as it is.
+
+    For example a fragment of a split event, an update of a document the mirror never
+    held, or rows without the event columns.
+    """

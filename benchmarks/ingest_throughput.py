@@ -1,0 +1,251 @@
+"""Ingest throughput: a 4-shard simulated corpus through Spark into the Delta tables.
+
+Not part of the test suite (timings only).  Run from the repository root::
+
+    .venv/bin/python benchmarks/ingest_throughput.py [--entries 10000] [--batch 5000]
+
+What it measures:
+
+* **Spark ingest**, for each of merged / per-shard partitions and ``local[1]`` /
+  ``local[2]``: ``readStream.format("shardstream")`` over the corpus's oplog files →
+  ``foreachBatch`` → change log + mirror.  Each configuration runs in a fresh process
+  (one SparkSession per master) on a fresh table.  Reported: total wall time of the
+  query, and the steady rate: events after the first micro-batch divided by the time
+  from the first batch's end to the last's (the first one pays Python worker start-up).
+* **Mirror write strategy** (no Spark, ``--strategies ROWS``): on a synthetic mirror of
+  ROWS documents, batches of 5,000 changed documents written by the sink's MERGE versus
+  delta-rs overwrite-by-predicate (delete the keys, append the rows, one commit).
+* **Sinks alone** (no Spark): the same events as Arrow batches into
+  :class:`~shardstream.spark.delta_sink.LakehouseSink`, split into change-log append,
+  mirror preparation (read the touched rows + apply) and mirror MERGE.
+
+The corpus is written once as ``<shard>.oplog.bson`` files, so every Spark task reads
+files rather than re-running the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from shardstream.merger import MergedStream
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.sim import SimulatedCluster, SimulationConfig
+from shardstream.spark.delta_commits import BatchCommit
+from shardstream.spark.delta_sink import BatchOutcome, LakehouseSink
+from shardstream.spark.ingest_progress import IngestProgress
+from shardstream.spark.rows import events_to_batch
+from shardstream.transform import ChangeStreamOptions
+
+SHARDS = 4
+CONFIGS = [(master, mode) for master in ("local[1]", "local[2]") for mode in ("merged", "perShard")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--entries", type=int, default=10_000, help="simulated operations")
+    parser.add_argument("--batch", type=int, default=5_000, help="maxEventsPerTrigger")
+    parser.add_argument(
+        "--one", nargs=3, metavar=("ORACLE", "MASTER", "MODE"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--strategies", type=int, metavar="ROWS", help="only the MERGE test")
+    args = parser.parse_args()
+    if args.strategies:
+        _mirror_strategies(args.strategies, 5_000)
+        return
+    if args.one:
+        print(json.dumps(_one_ingest(Path(args.one[0]), args.one[1], args.one[2], args.batch)))
+        return
+    work = Path(tempfile.mkdtemp(prefix="shardstream-bench-"))
+    config = SimulationConfig(seed=1, shards=SHARDS, operations=args.entries)
+    started = time.perf_counter()
+    paths = SimulatedCluster(config).run().write_oplogs(work / "oplogs")
+    print(
+        f"corpus: {SHARDS} shards, {args.entries} operations, simulated in "
+        f"{time.perf_counter() - started:.1f} s; files in {work / 'oplogs'}"
+    )
+    oplog = ",".join(f"{name}={path}" for name, path in paths.items())
+    (work / "oplog-option").write_text(oplog)
+    _sinks_alone(oplog, args.batch, work / "sinks-alone")
+    print(f"\nSpark ingest, maxEventsPerTrigger {args.batch}:")
+    print("| master | partitions | events | batches | wall s | steady events/s |")
+    print("|---|---|---|---|---|---|")
+    for master, mode in CONFIGS:
+        command = [
+            sys.executable,
+            __file__,
+            "--batch",
+            str(args.batch),
+            "--one",
+            str(work),
+            master,
+            mode,
+        ]
+        env = {
+            **os.environ,
+            "TZ": "UTC",
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        result = json.loads(
+            subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+        )
+        print(
+            f"| {master} | {mode} | {result['events']} | {result['batches']} | "
+            f"{result['wall']:.1f} | {result['steady']:,.0f} |"
+        )
+
+
+def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
+    sources = {
+        name: FileOplogSource(name, path)
+        for name, path in (part.split("=", 1) for part in oplog.split(","))
+    }
+    stream = MergedStream(sources, ChangeStreamOptions())
+    started = time.perf_counter()
+    events = []
+    while not stream.exhausted:
+        events += stream.next_batch(10_000)[0]
+    merged = time.perf_counter() - started
+    tables = [events_to_batch(events[i : i + batch]) for i in range(0, len(events), batch)]
+    sink = LakehouseSink(root, "bench")
+    phases: dict[str, list[float]] = {
+        "changelog append": [],
+        "mirror read+apply": [],
+        "mirror MERGE": [],
+    }
+    for batch_id, record_batch in enumerate(tables):
+        table = pa.Table.from_batches([record_batch])
+        commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
+        clock = time.perf_counter()
+        sink.changelog.append(table, commit)
+        appended = time.perf_counter()
+        prepared = sink.mirror.prepare(table)
+        applied = time.perf_counter()
+        sink.mirror.write(prepared, commit)
+        merged_at = time.perf_counter()
+        phases["changelog append"].append(appended - clock)
+        phases["mirror read+apply"].append(applied - appended)
+        phases["mirror MERGE"].append(merged_at - applied)
+    print(
+        f"pure-Python merge of the corpus: {len(events)} events in {merged:.2f} s "
+        f"({len(events) / merged:,.0f} events/s)"
+    )
+    print(f"\nsinks alone, {len(tables)} batches of up to {batch} events (median per batch):")
+    for phase, seconds in phases.items():
+        print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
+    total = sum(sum(seconds) for seconds in phases.values())
+    print(f"  all phases: {len(events) / total:,.0f} events/s")
+
+
+def _mirror_strategies(rows: int, changed: int) -> None:
+    from deltalake import DeltaTable, write_deltalake
+
+    from shardstream.spark.delta_mirror import MIRROR_SCHEMA, DeltaMirror, _literal
+    from shardstream.spark.mirror_state import BatchNeeds, MirrorChanges, MirrorRow
+
+    def document(index: int, revision: int) -> MirrorRow:
+        key = f'{{"_id": {{"$numberInt": "{index}"}}}}'
+        text = json.dumps({"_id": index, "rev": revision, "pad": "x" * 200})
+        return MirrorRow(
+            "shop",
+            "orders",
+            f'{{"$numberInt":"{index}"}}',
+            key,
+            f"{revision:08X}",
+            {"t": revision, "i": index},
+            text,
+        )
+
+    from shardstream.spark.delta_mirror import PreparedBatch, _merge_source
+
+    rng = random.Random(1)
+    base = _merge_source({row.key: row for row in (document(i, 0) for i in range(rows))})
+    print(f"mirror write strategies: {rows:,} documents, batches of {changed:,} changed ones")
+    for strategy in ("MERGE", "overwrite by predicate"):
+        root = Path(tempfile.mkdtemp(prefix="shardstream-strategy-"))
+        write_deltalake(str(root / "mirror"), base.drop_columns(["_delete"]).cast(MIRROR_SCHEMA))
+        mirror = DeltaMirror(root)
+        reads, writes = [], []
+        for revision in range(1, 4):
+            keys = rng.sample(range(rows), changed)
+            started = time.perf_counter()
+            needs = BatchNeeds(
+                frozenset(document(k, 0).key for k in keys), frozenset(), frozenset()
+            )
+            mirror._load(needs)  # what a batch of updates reads first
+            loaded = time.perf_counter()
+            changes = {row.key: row for row in (document(k, revision) for k in keys)}
+            if strategy == "MERGE":
+                commit = BatchCommit(app_id="bench", batch_id=revision, watermark=f"{revision:08X}")
+                mirror.write(PreparedBatch(changed, changed, MirrorChanges(changes)), commit)
+            else:
+                source = _merge_source(changes).drop_columns(["_delete"]).cast(MIRROR_SCHEMA)
+                ids = ", ".join(_literal(row.document_id) for row in changes.values())
+                predicate = f'"_documentId" IN ({ids})'
+                write_deltalake(
+                    DeltaTable(str(root / "mirror")), source, mode="overwrite", predicate=predicate
+                )
+            reads.append(loaded - started)
+            writes.append(time.perf_counter() - loaded)
+        print(
+            f"  {strategy:24} read {statistics.median(reads) * 1000:5.0f} ms, "
+            f"write {statistics.median(writes) * 1000:5.0f} ms (median of 3)"
+        )
+
+
+class _RecordingProgress(IngestProgress):
+    """Keeps each batch's end time and size instead of drawing a line."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr, interactive=False)
+        self.marks: list[tuple[float, int]] = []
+
+    def batch(self, outcome: BatchOutcome) -> None:
+        self.totals.add(outcome)
+        self.marks.append((time.perf_counter(), outcome.events))
+
+    def finish(self) -> None:
+        pass
+
+
+def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any]:
+    from shardstream.spark.ingest import IngestSettings, run_ingest
+    from shardstream.spark.ingest_session import build_session
+
+    spark = build_session(master)
+    options = {
+        "oplog": (work / "oplog-option").read_text(),
+        "partitionMode": mode,
+        "maxEventsPerTrigger": str(batch),
+    }
+    root = work / f"lake-{master[6]}-{mode}"
+    progress = _RecordingProgress()
+    started = time.perf_counter()
+    run_ingest(spark, IngestSettings(table=root, source_options=options, bounded=True), progress)
+    wall = time.perf_counter() - started
+    spark.stop()
+    marks = progress.marks
+    steady_events = sum(events for _, events in marks[1:])
+    steady_time = marks[-1][0] - marks[0][0] if len(marks) > 1 else float("nan")
+    return {
+        "events": progress.totals.events,
+        "batches": progress.totals.batches,
+        "wall": wall,
+        "steady": steady_events / steady_time if steady_time else float("nan"),
+    }
+
+
+if __name__ == "__main__":
+    main()

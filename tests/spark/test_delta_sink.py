@@ -1,0 +1,133 @@
+"""Both lakehouse tables through delta-rs, without Spark: exactly once, and the true state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from shardstream.errors import SinkError
+from shardstream.spark.delta_commits import WATERMARK_KEY, transaction_app_id
+from shardstream.spark.delta_sink import LakehouseSink, resume_watermark
+from shardstream.spark.mirror_check import mirror_state
+from shardstream.spark.rows import PUBLIC_COLUMNS
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    expected_state,
+    merged_events,
+    simulate,
+)
+
+_RESULT = simulate(seed=5, operations=300)
+_EVENTS = merged_events(_RESULT, seed=5)
+_TOKENS = [event.token.data for event in _EVENTS]
+
+
+def _changelog_tokens(root: Path) -> list[str]:
+    table = DeltaTable(str(root / "changelog")).to_pyarrow_table()
+    return sorted(table["_id"].to_pylist())
+
+
+def _mirror(root: Path) -> pa.Table:
+    return DeltaTable(str(root / "mirror")).to_pyarrow_table()
+
+
+def test_batches_give_every_event_once_and_the_true_final_state(tmp_path: Path) -> None:
+    sink = LakehouseSink(tmp_path, "app-1")
+    batches = event_batches(_EVENTS, 90)
+    for batch_id, batch in enumerate(batches):
+        outcome = sink.write_batch(batch, batch_id)
+        assert outcome.changelog_rows == batch.num_rows
+        assert outcome.mirror is not None
+        assert outcome.mirror.events == batch.num_rows
+    assert len(batches) > 3
+    assert _changelog_tokens(tmp_path) == _TOKENS
+    changelog = DeltaTable(str(tmp_path / "changelog"))
+    assert changelog.schema().to_arrow().names == list(PUBLIC_COLUMNS)
+    assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
+    for name in ("changelog", "mirror"):
+        table = DeltaTable(str(tmp_path / name))
+        assert table.transaction_version(transaction_app_id("app-1", name)) == len(batches) - 1
+        assert table.history(1)[0][WATERMARK_KEY] == _TOKENS[-1]
+
+
+def test_a_replayed_batch_is_skipped_by_both_tables(tmp_path: Path) -> None:
+    batches = event_batches(_EVENTS, 120)
+    sink = LakehouseSink(tmp_path, "app-1")
+    for batch_id, batch in enumerate(batches[:2]):
+        sink.write_batch(batch, batch_id)
+    versions = {n: DeltaTable(str(tmp_path / n)).version() for n in ("changelog", "mirror")}
+    # A restarted ingest (new sink object, same checkpoint) is handed batch 1 again.
+    replay = LakehouseSink(tmp_path, "app-1").write_batch(batches[1], 1)
+    assert replay.changelog_rows is None
+    assert replay.mirror is None
+    assert {n: DeltaTable(str(tmp_path / n)).version() for n in versions} == versions
+    restarted = LakehouseSink(tmp_path, "app-1")
+    for batch_id, batch in enumerate(batches[2:], start=2):
+        restarted.write_batch(batch, batch_id)
+    assert _changelog_tokens(tmp_path) == _TOKENS
+    assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
+
+
+def test_a_mirror_behind_the_changelog_catches_up_on_replay(tmp_path: Path) -> None:
+    batches = event_batches(_EVENTS, 120)
+    sink = LakehouseSink(tmp_path, "app-1")
+    sink.write_batch(batches[0], 0)
+    # As a crash between the two commits leaves it: batch 1 in the change log only.
+    sink.changelog.append(batches[1], _commit("app-1", 1, batches[1]))
+    restarted = LakehouseSink(tmp_path, "app-1")
+    outcome = restarted.write_batch(batches[1], 1)
+    assert outcome.changelog_rows is None
+    assert outcome.mirror is not None
+    assert outcome.mirror.events == batches[1].num_rows
+    for batch_id, batch in enumerate(batches[2:], start=2):
+        restarted.write_batch(batch, batch_id)
+    assert _changelog_tokens(tmp_path) == _TOKENS
+    assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
+
+
+def test_a_lost_checkpoint_restarts_from_the_lower_watermark(tmp_path: Path) -> None:
+    batches = event_batches(_EVENTS, 100)
+    sink = LakehouseSink(tmp_path, "old-checkpoint")
+    sink.write_batch(batches[0], 0)
+    sink.changelog.append(batches[1], _commit("old-checkpoint", 1, batches[1]))
+    lower = resume_watermark(tmp_path)
+    assert lower == batches[0]["_id"][-1].as_py()
+    # The new checkpoint's stream starts after the lower watermark, with batch ids from 0,
+    # and its batches are cut differently; the change log must skip what it already holds.
+    rest = [event for event in _EVENTS if event.token.data > lower]
+    fresh = LakehouseSink(tmp_path, "new-checkpoint")
+    for batch_id, batch in enumerate(event_batches(rest, 70)):
+        fresh.write_batch(batch, batch_id)
+    assert _changelog_tokens(tmp_path) == _TOKENS
+    assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
+    assert resume_watermark(tmp_path) == _TOKENS[-1]
+
+
+def test_resume_watermark_is_none_until_both_tables_have_a_batch(tmp_path: Path) -> None:
+    assert resume_watermark(tmp_path) is None
+    batch = event_batches(_EVENTS, 50)[0]
+    LakehouseSink(tmp_path, "a").changelog.append(batch, _commit("a", 0, batch))
+    assert resume_watermark(tmp_path) is None
+
+
+def test_per_shard_row_order_is_restored_before_writing(tmp_path: Path) -> None:
+    batch = event_batches(_EVENTS, len(_EVENTS))[0]
+    shuffled = batch.sort_by([("shard", "ascending"), ("_id", "descending")])
+    LakehouseSink(tmp_path, "app").write_batch(shuffled, 0)
+    changelog = DeltaTable(str(tmp_path / "changelog")).to_pyarrow_table()
+    assert changelog["_id"].to_pylist() == _TOKENS
+    assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
+
+
+def test_batches_without_the_event_columns_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SinkError, match=r"expected batches with the shardstream event columns"):
+        LakehouseSink(tmp_path, "app").write_batch(pa.table({"x": [1]}), 0)
+
+
+def _commit(app: str, batch_id: int, batch: pa.Table):  # type: ignore[no-untyped-def]
+    from shardstream.spark.delta_commits import BatchCommit
+
+    return BatchCommit(app_id=app, batch_id=batch_id, watermark=batch["_id"][-1].as_py())

@@ -1,0 +1,137 @@
+"""The ingest query in-process on the shared session: both partition modes, restart rules."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from shardstream.sim.apply_events import encoded_state
+from shardstream.spark.delta_commits import BatchCommit, watermark_cluster_time
+from shardstream.spark.delta_sink import LakehouseSink
+from shardstream.spark.ingest import IngestSettings, run_ingest, stream_source_options
+from shardstream.spark.ingest_progress import IngestProgress
+from shardstream.spark.mirror_check import changelog_difference, mirror_state, read_table
+from tests.spark.lakehouse_checks import event_batches, merged_events, simulate
+
+SIMULATION = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
+
+
+def _settings(root: Path, **options: str) -> IngestSettings:
+    return IngestSettings(table=root, source_options={**SIMULATION, **options}, bounded=True)
+
+
+def test_a_fresh_table_starts_where_the_user_said(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, startAtOperationTime="5,1")
+    options, restart = stream_source_options(settings)
+    assert restart is None
+    assert options["startAtOperationTime"] == "5,1"
+    assert options["jsonFormat"] == "canonical"  # the mirror needs BSON types
+
+
+def test_a_lost_checkpoint_restarts_at_the_lower_watermarks_cluster_time(tmp_path: Path) -> None:
+    result = simulate(seed=21, shards=4, operations=200)
+    batches = event_batches(merged_events(result), 100)
+    sink = LakehouseSink(tmp_path, "old")
+    sink.write_batch(batches[0], 0)
+    sink.write_batch(batches[1], 1)
+    mirror_mark = batches[1]["_id"][-1].as_py()
+    # The mirror falls behind: the change log alone takes batch 2.
+    commit = BatchCommit(app_id="old", batch_id=2, watermark=batches[2]["_id"][-1].as_py())
+    sink.changelog.append(batches[2], commit)
+    options, restart = stream_source_options(_settings(tmp_path, resumeAfter="82AB"))
+    assert restart == mirror_mark
+    time = watermark_cluster_time(mirror_mark)
+    assert options["startAtOperationTime"] == f"{time.time},{time.inc}"
+    assert "resumeAfter" not in options
+    # With checkpoint offsets present, Spark's own offsets rule and the options stay.
+    (tmp_path / "_checkpoint" / "offsets").mkdir(parents=True)
+    (tmp_path / "_checkpoint" / "offsets" / "2").write_text("v1\n{}\n{}")
+    options, restart = stream_source_options(_settings(tmp_path, resumeAfter="82AB"))
+    assert (restart, options["resumeAfter"]) == (None, "82AB")
+
+
+def _sorted(table: pa.Table, keys: list[str]) -> pa.Table:
+    return table.sort_by([(key, "ascending") for key in keys])
+
+
+@pytest.mark.spark
+def test_merged_and_per_shard_modes_write_identical_tables(spark: Any, tmp_path: Path) -> None:
+    result = simulate(seed=21, shards=4, operations=200)
+    tokens = [event.token.data for event in merged_events(result)]
+    tables = {}
+    for mode in ("merged", "perShard"):
+        root = tmp_path / mode
+        progress = IngestProgress(io.StringIO(), interactive=False)
+        settings = _settings(root, partitionMode=mode, maxEventsPerTrigger="120")
+        totals = run_ingest(spark, settings, progress)
+        assert totals.events == len(tokens)
+        assert totals.batches >= 2
+        changelog = read_table(root, "changelog")
+        mirror = read_table(root, "mirror")
+        assert changelog_difference(changelog, tokens) == {}
+        assert mirror_state(mirror) == encoded_state(result.final_state)
+        tables[mode] = (_sorted(changelog, ["_id"]), _sorted(mirror, ["db", "coll", "_documentId"]))
+    assert tables["merged"][0].equals(tables["perShard"][0])
+    assert tables["merged"][1].equals(tables["perShard"][1])
+
+
+@pytest.mark.spark
+def test_the_spark_demo_checks_both_tables(spark: Any, tmp_path: Path) -> None:
+    from shardstream.spark.ingest_demo import run_spark_demo
+
+    out = io.StringIO()
+    assert run_spark_demo(out, operations=200, root=tmp_path / "lake") == 0
+    text = out.getvalue()
+    assert "chunk migrations" in text
+    assert "exactly once: yes" in text
+    assert text.rstrip().endswith("byte for byte): yes")
+
+
+@pytest.mark.spark
+def test_a_live_cluster_is_ingested_continuously_until_stopped(spark: Any, tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from bson.timestamp import Timestamp
+
+    from shardstream.emulator import EmulatedCluster
+    from shardstream.resume_token.token_json import loads
+    from tests import factories as make
+
+    t = [Timestamp(1700000000, i) for i in range(10)]
+    oplogs = {
+        "shard00": [
+            make.noop(t[1]),
+            make.insert(t[2], {"_id": 1}),
+            make.update(t[5], 1, {"u": {"a": 2}}),
+        ],
+        "shard01": [make.noop(t[1]), make.insert(t[3], {"_id": 2}), make.delete(t[4], 2)],
+    }
+    root = tmp_path / "live"
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in oplogs.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(t[8])
+        options = {"uri": cluster.uri, "startAtOperationTime": "1700000000,1"}
+        settings = IngestSettings(
+            table=root, source_options=options, bounded=False, trigger_interval="0 seconds"
+        )
+        progress = IngestProgress(io.StringIO(), interactive=False)
+        runner = threading.Thread(target=run_ingest, args=(spark, settings, progress))
+        runner.start()
+        deadline = time.monotonic() + 60
+        while progress.totals.events < 4 and time.monotonic() < deadline and runner.is_alive():
+            time.sleep(0.2)
+        for query in spark.streams.active:  # the live query runs until stopped
+            query.stop()
+        runner.join(timeout=60)
+    assert not runner.is_alive()
+    changelog = read_table(root, "changelog").sort_by("_id")  # files come in any order
+    assert changelog["operationType"].to_pylist() == ["insert", "insert", "delete", "update"]
+    mirror = read_table(root, "mirror")
+    assert [loads(doc) for doc in mirror["fullDocument"].to_pylist()] == [{"_id": 1, "a": 2}]

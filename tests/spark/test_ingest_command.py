@@ -1,0 +1,116 @@
+"""``shardstream ingest`` argument handling, without starting Spark."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from shardstream.cli import _build_parser, main
+from shardstream.ingest_command import CRASH_ENV, _crash_point, source_options
+from shardstream.spark.delta_sink import CrashPoint
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return _build_parser().parse_args(["ingest", "--table", "lake", *argv])
+
+
+def test_simulated_input_and_stream_options_become_source_options() -> None:
+    options = source_options(
+        _args(
+            "--simulate",
+            "--shards",
+            "4",
+            "--seed",
+            "9",
+            "--db",
+            "shop",
+            "--show-expanded-events",
+            "--start-at-operation-time",
+            "1700000000,1",
+            "--max-events-per-batch",
+            "500",
+            "--partition-mode",
+            "perShard",
+        )
+    )
+    assert options == {
+        "simulate": "true",
+        "shards": "4",
+        "seed": "9",
+        "db": "shop",
+        "serverVersion": "8.2",
+        "startAtOperationTime": "1700000000,1",
+        "showExpandedEvents": "true",
+        "maxEventsPerTrigger": "500",
+        "partitionMode": "perShard",
+    }
+
+
+def test_oplog_files_join_as_one_option() -> None:
+    options = source_options(
+        _args("--shard", "a=/x/a.bson", "--shard", "b=/x/b.jsonl", "--input-format", "ejson")
+    )
+    assert options["oplog"] == "a=/x/a.bson,b=/x/b.jsonl"
+    assert options["inputFormat"] == "ejson"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--shard", "a=x", "--shards", "2"], "expected --shards/--entries/--seed only with"),
+        (["--simulate", "--input-format", "bson"], "expected --input-format only with --shard"),
+        (["--shard", "nameonly"], "expected --shard NAME=PATH"),
+        (["--simulate", "--max-events-per-batch", "0"], "expected --max-events-per-batch >= 1"),
+        (["--simulate", "--show-raw-update-description"], "a replay-only server flag"),
+    ],
+)
+def test_bad_arguments_fail_before_spark_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["ingest", "--table", str(tmp_path), *argv]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "changelog").exists()
+
+
+def test_credentials_never_reach_the_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ingest", "--table", "t", "--uri", "mongodb://u:s3cret@h/", "--seed", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "expected --shards/--entries/--seed only with --simulate, got them with --uri" in err
+    assert "s3cret" not in err
+
+
+def test_inputs_are_exclusive_and_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["ingest", "--table", "t"])
+    with pytest.raises(SystemExit):
+        main(["ingest", "--table", "t", "--simulate", "--shard", "a=b"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_crash_hook_format() -> None:
+    assert _crash_point(None) is None
+    assert _crash_point("between-commits:2") == (CrashPoint.BETWEEN_COMMITS, 2)
+    with pytest.raises(ValueError, match=f"expected {CRASH_ENV} as <in-batch"):
+        _crash_point("somewhere:1")
+
+
+def test_a_source_failure_is_one_line_naming_the_python_error() -> None:
+    from shardstream.ingest_command import spark_error_summary
+    from shardstream.oplog.redaction import redact_text
+
+    message = (
+        "[STREAM_FAILED] Query [id = fb75] terminated with exception: "
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source "
+        "perform latestOffset: Traceback (most recent call last):\n"
+        '  File "/x/live_source.py", line 298, in next_batch\n'
+        "shardstream.errors.ChangeStreamHistoryLost: shard 'shard00' "
+        "(mongodb://app:s3cret@127.0.0.1:51587/?replicaSet=shard00): the oplog no longer "
+        "reaches Timestamp(1700000000, 1)\n"
+        "\tat org.apache.spark.sql.execution.streaming.MicroBatchExecution.run(X.scala:1)"
+    )
+    line = redact_text(spark_error_summary(message))
+    assert line.startswith("ChangeStreamHistoryLost: shard 'shard00' (mongodb://app:***@")
+    assert "s3cret" not in line
+    assert spark_error_summary("plain failure\nmore") == "plain failure"

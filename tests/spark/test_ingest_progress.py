@@ -1,0 +1,60 @@
+"""The ingest's progress line: events, events/s, watermark and its lag."""
+
+from __future__ import annotations
+
+import datetime
+import io
+
+from bson.timestamp import Timestamp
+
+from shardstream.resume_token import ResumeTokenData, encode_token
+from shardstream.resume_token.token_data import TokenType
+from shardstream.spark.delta_mirror import MirrorWrite
+from shardstream.spark.delta_sink import BatchOutcome
+from shardstream.spark.ingest_progress import IngestProgress, watermark_lag
+
+
+def _token(seconds: int) -> str:
+    data = ResumeTokenData(
+        cluster_time=Timestamp(seconds, 1), version=2, token_type=TokenType.HIGH_WATER_MARK
+    )
+    return encode_token(data).data
+
+
+def _outcome(events: int, watermark: str) -> BatchOutcome:
+    mirror = MirrorWrite(events, 0, events - 1, 1, 0)
+    return BatchOutcome(0, events, watermark, events, mirror)
+
+
+def test_log_lines_are_throttled_and_the_last_line_has_the_totals() -> None:
+    now = [100.0]
+    out = io.StringIO()
+    progress = IngestProgress(out, interactive=False, clock=lambda: now[0])
+    now[0] = 101.0
+    progress.batch(_outcome(100, _token(1_700_000_000)))
+    assert out.getvalue() == ""  # too soon for a log line
+    now[0] = 110.0
+    progress.batch(_outcome(300, _token(1_700_000_060)))
+    assert out.getvalue().startswith("ingest: 400 events, 40 events/s, 2 batches, watermark ")
+    progress.finish()
+    last = out.getvalue().splitlines()[-1]
+    assert "watermark 2023-11-14T22:14:20Z" in last
+    totals = progress.totals
+    assert (totals.changelog_rows, totals.mirror_upserts, totals.mirror_deletes) == (400, 398, 2)
+
+
+def test_a_terminal_line_is_redrawn_in_place() -> None:
+    out = io.StringIO()
+    progress = IngestProgress(out, interactive=True)
+    progress.batch(_outcome(5, _token(1_700_000_000)))
+    assert out.getvalue().startswith("\r\x1b[2Kingest: 5 events")
+    assert "\n" not in out.getvalue()
+
+
+def test_lag_is_wall_clock_minus_the_watermarks_cluster_time() -> None:
+    now = datetime.datetime(2023, 11, 14, 22, 16, 25, tzinfo=datetime.UTC)
+    assert watermark_lag(_token(1_700_000_000), now) == (
+        "watermark 2023-11-14T22:13:20Z (lag 3m 5s)"
+    )
+    later = now + datetime.timedelta(days=2, hours=5)
+    assert watermark_lag(_token(1_700_000_000), later).endswith("(lag 2d 5h)")
