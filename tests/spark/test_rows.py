@@ -8,6 +8,7 @@ import pytest
 from bson import json_util
 
 from shardstream.merger import MergedStream
+from shardstream.resume_token import ResumeToken
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from shardstream.spark.rows import (
     EVENT_SCHEMA,
@@ -72,3 +73,15 @@ def test_relaxed_json_on_request() -> None:
     assert json_util.loads(canonical) == json_util.loads(relaxed)
     assert "$numberInt" in canonical
     assert "$numberInt" not in relaxed
+
+
+def test_type_bits_ride_beside_the_token_so_a_native_stream_can_resume() -> None:
+    with_bits = [e for e in _events() if e.token.type_bits is not None]
+    assert with_bits, "the simulator writes Int64 and double keys: some tokens have type bits"
+    for event in with_bits:
+        row = event_to_row(event)
+        assert row["_idTypeBits"] is not None
+        rebuilt = ResumeToken(row["_id"], bytes.fromhex(row["_idTypeBits"]))
+        assert rebuilt.to_document() == event.document["_id"]
+    plain = next(e for e in _events() if e.token.type_bits is None)
+    assert event_to_row(plain)["_idTypeBits"] is None

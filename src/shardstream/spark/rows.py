@@ -3,7 +3,9 @@
 One column per top-level event field a lakehouse query needs.  Documents become
 Extended JSON strings (canonical by default, so every BSON type round-trips;
 relaxed on request); ``_id`` is the token's ``_data`` hex, which sorts in stream
-order because KeyString bytes do and upper-case hex keeps byte order.  Two
+order because KeyString bytes do and upper-case hex keeps byte order; ``_idTypeBits`` is the
+token's ``_typeBits`` bytes as hex when it has any (a documentKey holding a long, double or
+decimal), so ``{_data: _id, _typeBits: _idTypeBits}`` resumes a native change stream.  Two
 internal columns ride along for the sinks and are not part of the public schema:
 ``_oplogUpdate`` (the oplog's own ``$v:2`` diff of an update: ``updateDescription``
 alone cannot replay dotted or numeric field names) and ``_fragment`` (the whole
@@ -46,6 +48,7 @@ CLUSTER_TIME_TYPE: Final = pa.struct([("t", pa.int64()), ("i", pa.int64())])
 EVENT_SCHEMA: Final = pa.schema(
     [
         pa.field("_id", pa.string(), nullable=False),
+        pa.field("_idTypeBits", pa.string()),
         pa.field("operationType", pa.string(), nullable=False),
         pa.field("clusterTime", CLUSTER_TIME_TYPE, nullable=False),
         pa.field("wallTime", pa.timestamp("us", tz="UTC")),
@@ -89,8 +92,10 @@ def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]
     uuid = document.get("collectionUUID")
     lsid = document.get("lsid")
     txn_number = document.get("txnNumber")
+    type_bits = event.token.type_bits
     row: dict[str, Any] = {
         "_id": event.token.data,
+        "_idTypeBits": None if type_bits is None else type_bits.hex().upper(),
         "operationType": event.operation_type,
         "clusterTime": {"t": cluster_time.time, "i": cluster_time.inc},
         "wallTime": _utc(document.get("wallTime")),
