@@ -30,7 +30,7 @@ from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live_faults import RetryPolicy, Verdict, classify
 from shardstream.oplog.live_majority import Majority, check_history, idle_promise, read_majority
 from shardstream.oplog.redaction import redact_text, redact_uri
-from shardstream.oplog.source import OplogBatch
+from shardstream.oplog.source import OplogBatch, batch_from
 
 _log = logging.getLogger(__name__)
 Entry = Mapping[str, Any]
@@ -166,10 +166,9 @@ class LiveOplogSource:
                 else:
                     self._pending.extend(item)
             if self._pending:
-                count = min(max_entries, len(self._pending))
-                entries = [self._pending.popleft() for _ in range(count)]
-                self._promise = entries[-1]["ts"]
-                return OplogBatch(entries, self._promise)
+                batch = batch_from(self._pending, max_entries)
+                self._promise = batch.promise
+                return batch
             if self._failure is not None:
                 raise self._failure
             if self._stop.is_set():

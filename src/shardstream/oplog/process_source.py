@@ -32,7 +32,7 @@ from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, Oplo
 from shardstream.oplog import live_source
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.redaction import redact_text, redact_uri
-from shardstream.oplog.source import OplogBatch
+from shardstream.oplog.source import OplogBatch, batch_from
 
 # spawn, not fork: a forked child would inherit the locks of the parent's threads as is.
 _CONTEXT: Final = multiprocessing.get_context("spawn")
@@ -135,10 +135,9 @@ class ProcessOplogSource:
                     self._promise = idle
                     return OplogBatch((), idle)
         if self._pending:
-            count = min(max_entries, len(self._pending))
-            entries = [self._pending.popleft() for _ in range(count)]
-            self._promise = entries[-1]["ts"]
-            return OplogBatch(entries, self._promise)
+            batch = batch_from(self._pending, max_entries)
+            self._promise = batch.promise
+            return batch
         if self._failure is not None:
             raise self._failure
         if self._closed:

@@ -10,6 +10,7 @@ exhausted, like a cursor with id 0: it leaves the merge gate.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -50,3 +51,13 @@ class OplogSource(Protocol):
 
     def close(self) -> None:
         """Release files, cursors and threads."""
+
+
+def batch_from(pending: deque[Mapping[str, Any]], max_entries: int) -> OplogBatch:
+    """Take up to ``max_entries`` entries (at least one must be pending) as a batch.
+
+    The batch promises its last entry's ``ts``: a tailer's entries come in ``ts`` order.
+    """
+    count = min(max_entries, len(pending))
+    entries = [pending.popleft() for _ in range(count)]
+    return OplogBatch(entries, entries[-1]["ts"])
