@@ -9,7 +9,6 @@ merged watch() is the same with either tailer.
 from __future__ import annotations
 
 import multiprocessing
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, Oplo
 from shardstream.oplog.live_faults import RetryPolicy
 from shardstream.oplog.process_source import ProcessOplogSource
 from tests import factories as make
+from tests.merger.stream_helpers import collect
 
 from .live_helpers import AWAIT_MS, fill, noop, poll, promised, reaches, seconds
 
@@ -152,17 +152,6 @@ def test_a_killed_child_is_an_oplog_error(shard: EmulatedReplicaSet, make_source
         poll(source, lambda _b: False)
 
 
-def _collect(stream: shardstream.ChangeStream, count: int) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 30
-    while len(events) < count:
-        assert time.monotonic() < deadline, f"only {len(events)} of {count} events arrived"
-        event = stream.try_next()
-        if event is not None:
-            events.append(event)
-    return events
-
-
 def test_watch_with_process_tailers_equals_the_thread_result():
     t = [Timestamp(1700000000, i) for i in range(40)]
     oplogs = {
@@ -188,7 +177,7 @@ def test_watch_with_process_tailers_equals_the_thread_result():
             with shardstream.watch(
                 cluster.uri, start_at_operation_time=t[1], max_await_time_ms=100, tailer=tailer
             ) as stream:
-                results[tailer] = _collect(stream, 20)
+                results[tailer] = collect(stream, 20, timeout=30)
     assert results["process"] == results["thread"]
     assert [e["documentKey"]["_id"] for e in results["thread"][:3]] == [2, 3, 5]
     with pytest.raises(ConfigurationError, match="tailer"):
