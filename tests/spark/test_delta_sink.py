@@ -106,11 +106,20 @@ def test_a_lost_checkpoint_restarts_from_the_lower_watermark(tmp_path: Path) -> 
     assert resume_watermark(tmp_path) == _TOKENS[-1]
 
 
-def test_resume_watermark_is_none_until_both_tables_have_a_batch(tmp_path: Path) -> None:
-    assert resume_watermark(tmp_path) is None
+def test_a_mirror_that_never_committed_restarts_from_the_first_event(tmp_path: Path) -> None:
+    assert resume_watermark(tmp_path) is None  # nothing written: start where the user said
     batch = event_batches(_EVENTS, 50)[0]
+    # A crash between the commits of the first batch, then a lost checkpoint: on a live
+    # cluster "where the user said" may be "now", which would leave the mirror without it.
     LakehouseSink(tmp_path, "a").changelog.append(batch, _commit("a", 0, batch))
-    assert resume_watermark(tmp_path) is None
+    first = resume_watermark(tmp_path)
+    assert first == _TOKENS[0]
+    fresh = LakehouseSink(tmp_path, "b")
+    rest = [event for event in _EVENTS if event.token.data >= first]
+    for batch_id, again in enumerate(event_batches(rest, 70)):
+        fresh.write_batch(again, batch_id)
+    assert _changelog_tokens(tmp_path) == _TOKENS
+    assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
 
 
 def test_per_shard_row_order_is_restored_before_writing(tmp_path: Path) -> None:

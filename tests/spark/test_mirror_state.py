@@ -143,6 +143,17 @@ def test_drop_rename_and_drop_database_act_on_their_rows() -> None:
     assert documents[("old", "t", document_id(event_to_json({"_id": 5})))] is None
 
 
+def test_a_rename_seen_on_two_shards_acts_once() -> None:
+    # mongos passes on a DDL event once per shard that saw it, with byte-identical tokens.
+    stored = [_stored("shop", "a", 1, {"_id": 1})]
+    rename = _event("rename", ns=("shop", "a"), to=("shop", "b"))
+    changes = apply_batch([rename, dict(rename)], stored)
+    one = document_id(event_to_json({"_id": 1}))
+    documents = _documents(changes.rows)
+    assert documents[("shop", "b", one)] == bson.encode({"_id": 1})
+    assert documents[("shop", "a", one)] is None
+
+
 def test_update_of_an_unknown_document_is_refused_or_counted() -> None:
     event = _event("update", _id=7, diff={"u": {"a": 1}})
     with pytest.raises(SinkError, match="expected the mirror to hold the document"):

@@ -34,7 +34,7 @@ from typing import Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.errors import MergeError
+from shardstream.errors import MergeError, OplogError
 from shardstream.merger import MergedStream
 from shardstream.resume_token import ResumeToken, decode_token
 from shardstream.spark.offsets import StreamOffset, data_of, token_of_text, token_text
@@ -244,10 +244,19 @@ class BatchPlanner:
                         f"{_MAX_EMPTY_ROUNDS} rounds"
                     )
                 continue
-            if wait_until is None or time.monotonic() >= deadline:
+            if wait_until is None:
                 return None  # nothing ready now
             if resume_token is not None and resume_token.data >= wait_until:
                 return None  # the merge has passed the pinned target: all of it was read
+            if time.monotonic() >= deadline:
+                # Returning "nothing" here would end an availableNow run as a success short
+                # of its target; a shard that stays behind that long is a failure to report.
+                raise OplogError(
+                    f"{self._spec.display}: the merge did not reach the pinned target "
+                    f"{wait_until} within {_LIVE_WAIT_S:.0f} s (it is at "
+                    f"{resume_token.data if resume_token else 'its start'}): a shard is "
+                    "lagging or unreachable; see the shards' lag with `shardstream watch --stats`"
+                )
             time.sleep(_LIVE_POLL_S)
         return None
 

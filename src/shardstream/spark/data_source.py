@@ -39,7 +39,7 @@ from shardstream.spark.offsets import StreamOffset
 from shardstream.spark.partitions import plan_partitions, read_partition
 from shardstream.spark.rows import SPARK_DDL
 from shardstream.spark.shard_inputs import ReadBound, initial_offset, read_bound
-from shardstream.spark.source_options import PartitionMode, SourceSpec, parse_options
+from shardstream.spark.source_options import PartitionMode, SourceKind, SourceSpec, parse_options
 
 FORMAT_NAME = "shardstream"
 REDACTION_CONF = "spark.sql.redaction.options.regex"
@@ -119,7 +119,11 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Only per-shard tasks need the boundaries; merged mode has one task whatever they are.
         per_shard = self._spec.partition_mode is PartitionMode.PER_SHARD
         if splits is None and per_shard and finish.shards_advanced_from(begin):
-            splits = self._replan(begin, finish)
+            # After a restart. Files and simulations plan again exactly; a live stream just
+            # reopened may have nothing ready yet, so it gets one task per shard: the same
+            # events, with less parallelism, and never a batch that cannot be planned.
+            live = self._spec.kind is SourceKind.LIVE
+            splits = {} if live else self._replan(begin, finish)
         return plan_partitions(self._spec, begin, finish, splits or {})
 
     def _replan(self, begin: StreamOffset, finish: StreamOffset) -> Mapping[str, tuple[str, ...]]:

@@ -42,6 +42,15 @@ class DeltaChangelog:
         """The ``_id`` of the last event the table holds (None: empty)."""
         return self._watermark
 
+    def first_event(self) -> str | None:
+        """The ``_id`` of the first event the table holds (None: empty); scans one column."""
+        table = open_table(self.path)
+        if self._watermark is None or table is None:
+            return None
+        ids = table.to_pyarrow_dataset().to_table(columns=["_id"])["_id"]
+        first: str | None = pc.min(ids).as_py()
+        return first
+
     def committed(self, commit: BatchCommit) -> bool:
         """Whether the table already holds this batch (Spark replayed it)."""
         return already_committed(open_table(self.path), commit, CHANGELOG_TABLE)

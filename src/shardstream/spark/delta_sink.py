@@ -110,12 +110,19 @@ class LakehouseSink:
 def resume_watermark(root: str | Path) -> str | None:
     """Where a stream must restart when its checkpoint is lost: the lower table watermark.
 
-    None when either table has no batch yet (the stream starts where the user said).
+    None when neither table has a batch yet (the stream starts where the user said).  When
+    the change log committed a batch the mirror never did (a crash between the two
+    commits), the mirror needs everything since the stream began, and "where the user
+    said" may be "now" on a live cluster: the restart point is then the change log's
+    first event, which it holds since the stream's start.
     """
-    marks = [DeltaChangelog(root).watermark, DeltaMirror(root).watermark]
-    if None in marks:
-        return None
-    return min(mark for mark in marks if mark is not None)
+    changelog = DeltaChangelog(root)
+    mirror_mark = DeltaMirror(root).watermark
+    if changelog.watermark is None:
+        return None  # the change log commits first: an empty one means nothing was written
+    if mirror_mark is None:
+        return changelog.first_event()
+    return min(changelog.watermark, mirror_mark)
 
 
 def _check_columns(events: pa.Table) -> None:

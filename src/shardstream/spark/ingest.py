@@ -104,6 +104,10 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     register(spark)
     options, restart = stream_source_options(settings)
     if restart is not None:
+        # A checkpoint without offsets holds no progress, but its metadata would give the
+        # new query the old query id, hence the old app id, whose batch ids the tables hold
+        # already: batches 0, 1, ... would be skipped as replays. A new id is a new app.
+        (settings.checkpoint_path / "metadata").unlink(missing_ok=True)
         progress.out.write(
             f"ingest: no checkpoint offsets in {settings.checkpoint_path}; restarting after "
             f"the tables' lower watermark {restart}\n"

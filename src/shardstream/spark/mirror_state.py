@@ -174,6 +174,7 @@ def apply_batch(
     """
     current: dict[RowKey, MirrorRow | None] = {row.key: row for row in stored}
     touched: set[RowKey] = set()
+    applied_ddl: set[str] = set()
     unknown = 0
     for event in events:
         _refuse_fragment(event)
@@ -204,7 +205,10 @@ def apply_batch(
             key = _event_key(event)
             current[key] = None
             touched.add(key)
-        elif operation in NAMESPACE_OPERATIONS:
+        elif operation in NAMESPACE_OPERATIONS and event["_id"] not in applied_ddl:
+            # mongos passes on a DDL event once per shard that saw it, with identical tokens
+            # (merger.md); the first copy acts, and a second rename would drop what it moved.
+            applied_ddl.add(event["_id"])
             touched |= _apply_namespace_event(event, current)
     return MirrorChanges({key: current[key] for key in touched}, unknown)
 
