@@ -110,7 +110,7 @@ def encoded_merge_alone(shards: Shards, repeats: int) -> Rate:
         with quiet_collector():
             return sum(len(batch) for batch in merge_encoded(iter(batches) for batches in ready))
 
-    return median_rate("encoded merge alone (heap of next keys)", "events", run, repeats)
+    return median_rate("encoded merge alone (cut + sorted runs)", "events", run, repeats)
 
 
 def raw_token_template(repeats: int) -> Rate:

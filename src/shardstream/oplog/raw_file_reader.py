@@ -8,6 +8,7 @@ size.  Nothing is decoded; framing errors are reported exactly as
 
 from __future__ import annotations
 
+import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import IO, Final
 from shardstream.errors import OplogError
 
 CHUNK_SIZE: Final = 1 << 20
+_INT32: Final = struct.Struct("<i")
 
 
 def read_raw_oplog_file(path: str, chunk_size: int = CHUNK_SIZE) -> Iterator[list[bytes]]:
@@ -56,14 +58,17 @@ def _read(stream: IO[bytes], name: str, chunk_size: int) -> Iterator[list[bytes]
 def frame_documents(data: bytes) -> tuple[list[bytes], int]:
     """The whole documents at the front of ``data``, and where the rest begins."""
     documents: list[bytes] = []
+    append = documents.append
+    unpack_from = _INT32.unpack_from  # about half the cost of int.from_bytes on a slice
     total = len(data)
     pos = 0
     while pos + 4 <= total:
-        size = int.from_bytes(data[pos : pos + 4], "little", signed=True)
-        if size < 5 or pos + size > total:
+        size = unpack_from(data, pos)[0]
+        end = pos + size
+        if size < 5 or end > total:
             break
-        documents.append(data[pos : pos + size])
-        pos += size
+        append(data[pos:end])
+        pos = end
     return documents, pos
 
 

@@ -122,6 +122,9 @@ class FastShardPipeline:
         self.fast_entries = 0
         self.reference_entries = 0
         self.invalidate_key: bytes | None = None
+        # enabled and not closed, read per entry as one attribute: closing only ever
+        # happens on the reference path, which clears it.
+        self._fast = self.enabled
 
     @property
     def closed(self) -> bool:
@@ -139,9 +142,7 @@ class FastShardPipeline:
         """
         offset = self._offset
         self._offset = offset + len(doc)
-        if self.reference.closed:
-            return -1
-        if self.enabled:
+        if self._fast:
             ts = self._by_layout(doc, keys, events)
             if ts == _OTHER_LAYOUT:
                 slots = scan_entry(doc)
@@ -149,8 +150,13 @@ class FastShardPipeline:
             if ts >= 0:
                 self.fast_entries += 1
                 return ts
+        elif self.reference.closed:
+            return -1
         self.reference_entries += 1
-        return self._reference(doc, offset, keys, events)
+        ts = self._reference(doc, offset, keys, events)
+        if self.reference.closed:
+            self._fast = False
+        return ts
 
     def _by_layout(self, doc: bytes, keys: list[bytes], events: list[bytes]) -> int:
         """The common layouts, matched in one call; _OTHER_LAYOUT if ``doc`` has another."""
