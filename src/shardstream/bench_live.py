@@ -1,16 +1,13 @@
-"""``shardstream bench --uri``: a native change stream and shardstream over one time window.
+"""``shardstream bench --uri``: mongos's native change stream and shardstream over one window.
 
-Like the server's ``change_streams_listen_throughput`` workload: the caller takes a
-cluster time, pre-fills the cluster, then runs the bench from that time.  Both
-streams replay the same range of the shards' oplogs, one after the other: mongos's own
-``$changeStream`` (``MongoClient(uri).watch(start_at_operation_time=...)``) and
-:func:`shardstream.watch`.  Each reads until ``events`` events or until it has caught up
-with the cluster time taken when the run starts (the window is ``[start, that time)``),
-and reports events/s, BSON bytes/s, latency (the wall time an event leaves the stream
-minus its ``wallTime``: on a replay that is mostly the pre-fill's age, hence the separate
-catch-up time) and, for shardstream, each shard's position at the end.  A native stream
-that cannot be opened (no privileges; the emulator's mongos has no ``aggregate``) is
-reported as unavailable with the server's message; credentials never reach the output.
+As the server's ``change_streams_listen_throughput`` workload: take a cluster time, pre-fill,
+then read both streams from that time, one after the other, each until ``events`` events or
+until caught up with the cluster time taken when the run starts (the window is ``[start, that
+time)``).  Reported for each: events/s, BSON bytes/s, latency (wall time out of the stream minus
+the event's ``wallTime``: on a replay mostly the pre-fill's age, hence the catch-up time too);
+for shardstream each shard's position.  A native stream that cannot be opened (no privileges;
+the emulator's mongos has no ``aggregate``) is reported unavailable with the server's message.
+Credentials never reach the output.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 import bson
 from bson.timestamp import Timestamp
@@ -34,16 +31,7 @@ from shardstream.resume_token import decode_token_document
 
 DEFAULT_EVENTS = 100_000
 DEFAULT_IDLE_TIMEOUT_S = 30.0
-_AWAIT_MS = 500
-
-
-class _Stream(Protocol):
-    """What both pymongo's and shardstream's change streams offer."""
-
-    def try_next(self) -> Mapping[str, Any] | None: ...
-
-    @property
-    def resume_token(self) -> Mapping[str, Any] | None: ...
+_AWAIT = 500  # ms: how long an empty getMore waits
 
 
 def password_of(uri: str) -> str:
@@ -61,18 +49,15 @@ def password_of(uri: str) -> str:
 
 def error_text(exc: BaseException, uri: str) -> str:
     """A one-line, redacted message for ``exc`` (a server error: its code and errmsg)."""
-    if isinstance(exc, OperationFailure):
-        details = exc.details or {}
-        text = f"{details.get('codeName', 'error')} ({exc.code}): {details.get('errmsg', exc)}"
-    else:
-        text = f"{type(exc).__name__}: {exc}"
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, OperationFailure) and exc.details:
+        text = f"{exc.details.get('codeName')} ({exc.code}): {exc.details.get('errmsg')}"
     return redact_text(text, password_of(uri))
 
 
 def cluster_time(client: MongoClient[Any]) -> Timestamp:
     """The cluster's time now, as mongos reports it (``operationTime`` of a ``hello``)."""
-    reply = client.admin.command("hello")
-    now = reply.get("operationTime") or reply.get("$clusterTime", {}).get("clusterTime")
+    now = client.admin.command("hello").get("operationTime")
     if not isinstance(now, Timestamp):
         raise ShardstreamError(f"expected mongos to report operationTime, got {now!r:.80}")
     return now
@@ -86,27 +71,23 @@ def resolve_start(now: Timestamp, at: Timestamp | None, since_seconds: float | N
             "expected one of --start-at-operation-time T,I (a cluster time taken before the "
             f"pre-fill) or --since-seconds S with --uri, got {got}"
         )
-    if since_seconds is None:
-        return at  # type: ignore[return-value]  # exactly one of the two is given
-    if since_seconds <= 0:
+    if at is not None:
+        return at
+    if since_seconds is None or since_seconds <= 0:
         raise ConfigurationError(f"expected --since-seconds S with S > 0, got {since_seconds}")
     return Timestamp(max(1, now.time - int(since_seconds)), 0)
 
 
 def read_window(
-    stream: _Stream,
-    opened: float,
-    end: Timestamp,
-    events: int,
-    idle_timeout_s: float,
+    stream: Any, opened: float, end: Timestamp, events: int, idle_timeout_s: float
 ) -> dict[str, Any]:
-    """Read ``stream`` until ``events`` events, an event at or past ``end``, or a high-water
-    mark at or past ``end`` (caught up); time it, excluding the BSON sizing of events.
+    """Read ``stream`` (pymongo's or ours) until ``events`` events, or caught up: an event
+    or the high-water mark at or past ``end``; timed without the BSON sizing of events.
 
     Returns the measured figures and, under ``"ids"``, the events' ``_id._data`` in order.
     """
     ids: list[str] = []
-    latencies: list[float] = []
+    latencies: list[float] = []  # seconds, for events with a wallTime
     size, sizing_s, first_s = 0, 0.0, None
     caught_up, progress = False, time.monotonic()
     while len(ids) < events:
@@ -125,7 +106,8 @@ def read_window(
             caught_up = True
             break
         first_s = first_s if first_s is not None else time.perf_counter() - opened
-        latencies.append(now - _epoch(event["wallTime"]))
+        if isinstance(wall := event.get("wallTime"), datetime.datetime):  # 6.0+
+            latencies.append(now - _epoch(wall))
         ids.append(event["_id"]["_data"])
         began = time.perf_counter()
         size += len(bson.encode(event))
@@ -146,37 +128,27 @@ def read_window(
     }
 
 
-def _epoch(wall: Any) -> float:
-    if not isinstance(wall, datetime.datetime):
-        return float("nan")
-    if wall.tzinfo is None:  # pymongo's default: naive datetimes in UTC
-        wall = wall.replace(tzinfo=datetime.UTC)
-    return float(wall.timestamp())
+def _epoch(wall: datetime.datetime) -> float:
+    # pymongo's default is a naive datetime in UTC; ours are UTC-aware.
+    return (wall if wall.tzinfo else wall.replace(tzinfo=datetime.UTC)).timestamp()
 
 
 def _percentiles(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None
     ordered = sorted(values)
-    return {
-        "p50": statistics.median(ordered),
-        "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))],
-        "max": ordered[-1],
-    }
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return {"p50": statistics.median(ordered), "p95": p95, "max": ordered[-1]}
 
 
 def _timed(
-    opener: Callable[[], AbstractContextManager[Any]],
-    end: Timestamp,
-    events: int,
-    idle_timeout_s: float,
-    after: Callable[[Any], dict[str, Any]] | None = None,
+    opener: Callable[[], AbstractContextManager[Any]], end: Timestamp, events: int, idle: float
 ) -> dict[str, Any]:
     opened = time.perf_counter()
     with opener() as stream:
-        result = read_window(stream, opened, end, events, idle_timeout_s)
-        if after is not None:
-            result.update(after(stream))
+        result = read_window(stream, opened, end, events, idle)
+        positions = getattr(stream, "shard_positions", None)  # shardstream's only
+        result["shard_positions"] = positions() if positions else None
     return result
 
 
@@ -208,31 +180,26 @@ def measure_live(
             raise ShardstreamError(f"cannot read the cluster time: {error_text(exc, uri)}") from exc
         start = resolve_start(end, start_at, since_seconds)
 
-        def ours_opener() -> Any:
+        def ours() -> Any:
             return watch(
-                uri, start_at_operation_time=start, max_await_time_ms=_AWAIT_MS, tailer=tailer
+                uri, start_at_operation_time=start, max_await_time_ms=_AWAIT, tailer=tailer
             )
 
-        def positions(stream: Any) -> dict[str, Any]:
-            return {"shard_positions": _positions(stream.shard_positions(), cluster_time(client))}
+        def native() -> Any:
+            return client.watch(start_at_operation_time=start, max_await_time_ms=_AWAIT)
 
         try:
-            ours = _timed(ours_opener, end, events, idle_timeout_s, positions)
+            mine = _timed(ours, end, events, idle_timeout_s)
+            mine["shard_positions"] = _positions(mine["shard_positions"], cluster_time(client))
         except (ShardstreamError, PyMongoError) as exc:
             raise ShardstreamError(f"shardstream stream failed: {error_text(exc, uri)}") from exc
         try:
-            native = _timed(
-                lambda: client.watch(start_at_operation_time=start, max_await_time_ms=_AWAIT_MS),
-                end,
-                events,
-                idle_timeout_s,
-            )
-            native["shard_positions"] = None
+            theirs = _timed(native, end, events, idle_timeout_s) | {"shard_positions": None}
         except PyMongoError as exc:
-            native = {"available": False, "error": error_text(exc, uri)}
+            theirs = {"available": False, "error": error_text(exc, uri)}
     finally:
         client.close()
-    return _report(uri, start, end, events, tailer, ours, native)
+    return _report(uri, (start, end, events, tailer), mine, theirs)
 
 
 def _positions(positions: Mapping[str, Timestamp | None], now: Timestamp) -> dict[str, Any]:
@@ -247,13 +214,11 @@ def _positions(positions: Mapping[str, Timestamp | None], now: Timestamp) -> dic
 
 def _report(
     uri: str,
-    start: Timestamp,
-    end: Timestamp,
-    events: int,
-    tailer: str,
+    run: tuple[Timestamp, Timestamp, int, str],
     ours: dict[str, Any],
     native: dict[str, Any],
 ) -> dict[str, Any]:
+    start, end, events, tailer = run
     ours_ids: list[str] = ours.pop("ids")
     native_ids: list[str] | None = native.pop("ids", None)
     report: dict[str, Any] = {
@@ -264,10 +229,7 @@ def _report(
         "tailer": tailer,
         "shardstream": ours,
         "native": native,
-        "speed_ratio": None,
-        "identical": None,
-        "first_mismatch": None,
-    }
+    } | dict.fromkeys(("speed_ratio", "identical", "first_mismatch"))
     if native_ids is not None:
         if native["events_per_s"] > 0:
             report["speed_ratio"] = ours["events_per_s"] / native["events_per_s"]
@@ -278,7 +240,6 @@ def _report(
 
 def first_mismatch(ours: list[str], native: list[str]) -> dict[str, Any] | None:
     """Where two ``_id`` sequences first differ (a missing event is ``None``), or None.
-
     >>> first_mismatch(["a", "b"], ["a", "c"])
     {'index': 1, 'shardstream': 'b', 'native': 'c'}
     >>> first_mismatch(["a"], ["a"]) is None
@@ -322,13 +283,11 @@ def format_live_table(report: Mapping[str, Any]) -> str:
 def _row(name: str, run: Mapping[str, Any]) -> str:
     if not run["available"]:
         return f"{name:12s} unavailable: {run['error']}"
-    latency = run["latency_s"] or {}
-    first = run["first_event_s"]
-    catch_up = run["catch_up_s"]
+    latency, caught_up = run["latency_s"] or {}, run["catch_up_s"] is not None
     return (
         f"{name:12s} {run['events']:9,d} {run['events_per_s']:10,.0f} "
-        f"{run['bytes_per_s'] / 1e6:7.2f} {_seconds(first):>7s} "
-        f"{_seconds(catch_up) if catch_up is not None else 'no':>9s} "
+        f"{run['bytes_per_s'] / 1e6:7.2f} {_seconds(run['first_event_s']):>7s} "
+        f"{_seconds(run['catch_up_s']) if caught_up else 'no':>9s} "
         + " ".join(f"{_seconds(latency.get(key)):>9s}" for key in ("p50", "p95", "max"))
     )
 
@@ -338,5 +297,4 @@ def _seconds(value: float | None) -> str:
 
 
 def _ts(pair: Sequence[int]) -> str:
-    time_, inc = pair
-    return f"{time_},{inc}"
+    return ",".join(map(str, pair))
