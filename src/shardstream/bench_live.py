@@ -170,14 +170,12 @@ def measure_live(
     """
     if events < 1:
         raise ConfigurationError(f"expected --events N with N >= 1, got {events}")
-    if tailer not in ("thread", "process"):
-        raise ConfigurationError(f"expected --tailer thread or process, got {tailer!r}")
-    client: MongoClient[Any] = MongoClient(uri)
     try:
-        try:
-            end = cluster_time(client)
-        except PyMongoError as exc:
-            raise ShardstreamError(f"cannot read the cluster time: {error_text(exc, uri)}") from exc
+        client: MongoClient[Any] = MongoClient(uri)
+        end = cluster_time(client)
+    except PyMongoError as exc:
+        raise ShardstreamError(f"cannot read the cluster time: {error_text(exc, uri)}") from exc
+    try:
         start = resolve_start(end, start_at, since_seconds)
 
         def ours() -> Any:
@@ -293,7 +291,9 @@ def _row(name: str, run: Mapping[str, Any]) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}s"
+    if value is None:
+        return "-"
+    return f"{value / 86400:.1f}d" if value >= 86400 else f"{value:.3g}s"
 
 
 def _ts(pair: Sequence[int]) -> str:
