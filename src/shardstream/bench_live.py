@@ -13,6 +13,7 @@ Credentials never reach the output.
 from __future__ import annotations
 
 import datetime
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,8 +30,7 @@ from shardstream.merger.change_stream import watch
 from shardstream.oplog.redaction import redact_text
 from shardstream.resume_token import decode_token_document
 
-DEFAULT_EVENTS = 100_000
-DEFAULT_IDLE_TIMEOUT_S = 30.0
+DEFAULT_EVENTS, DEFAULT_IDLE_TIMEOUT_S = 100_000, 30.0
 _AWAIT = 500  # ms: how long an empty getMore waits
 
 
@@ -172,10 +172,13 @@ def measure_live(
         raise ConfigurationError(f"expected --events N with N >= 1, got {events}")
     try:
         client: MongoClient[Any] = MongoClient(uri)
-        end = cluster_time(client)
     except PyMongoError as exc:
-        raise ShardstreamError(f"cannot read the cluster time: {error_text(exc, uri)}") from exc
+        raise ShardstreamError(f"bad --uri: {error_text(exc, uri)}") from exc
     try:
+        try:
+            end = cluster_time(client)
+        except PyMongoError as exc:
+            raise ShardstreamError(f"cannot read the cluster time: {error_text(exc, uri)}") from exc
         start = resolve_start(end, start_at, since_seconds)
 
         def ours() -> Any:
@@ -243,9 +246,7 @@ def first_mismatch(ours: list[str], native: list[str]) -> dict[str, Any] | None:
     >>> first_mismatch(["a"], ["a"]) is None
     True
     """
-    for index in range(max(len(ours), len(native))):
-        mine = ours[index] if index < len(ours) else None
-        theirs = native[index] if index < len(native) else None
+    for index, (mine, theirs) in enumerate(itertools.zip_longest(ours, native)):
         if mine != theirs:
             return {"index": index, "shardstream": mine, "native": theirs}
     return None
