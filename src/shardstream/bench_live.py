@@ -83,9 +83,7 @@ def read_window(
 ) -> dict[str, Any]:
     """Read ``stream`` (pymongo's or ours) until ``events`` events, or caught up: an event
     or the high-water mark at or past ``end``; timed without the BSON sizing of events.
-
-    Returns the measured figures and, under ``"ids"``, the events' ``_id._data`` in order.
-    """
+    The figures, and under ``"ids"`` the events' ``_id._data`` in order."""
     ids: list[str] = []
     latencies: list[float] = []  # seconds, for events with a wallTime
     size, sizing_s, first_s = 0, 0.0, None
