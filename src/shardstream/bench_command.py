@@ -121,15 +121,15 @@ def _run_live(args: argparse.Namespace) -> int:
     except ShardstreamError as exc:
         print(f"shardstream bench: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
         return 1
-    print(format_live_table(report))
-    print(json.dumps(report))
     runs = [(name, report[name]) for name in ("shardstream", "native")]
     rates = [
         Rate(name, run["events_per_s"], 0.0, run["events"], "events")
         for name, run in runs
         if run["available"]
     ]
-    _write(args, rates, report)
+    _write(args, rates, report)  # first: the files are kept if stdout is closed early
+    print(format_live_table(report))
+    print(json.dumps(report))
     return 0
 
 
