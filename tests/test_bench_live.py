@@ -137,10 +137,25 @@ def test_since_seconds_counts_back_from_the_cluster_time() -> None:
     assert resolve_start(Timestamp(100, 7), None, 30) == Timestamp(70, 0)
 
 
-def test_bad_live_arguments_are_named(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "--uri", "mongodb://127.0.0.1:9/", "--events", "0", "--since-seconds", "1"]
-    assert main(argv) == 1
-    assert "expected --events N with N >= 1, got 0" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--uri", "mongodb://127.0.0.1:9/", "--events", "0", "--since-seconds", "1"],
+            "expected --events N with N >= 1, got 0",
+        ),
+        (["--since-seconds", "5"], "expected --uri with --start-at-operation-time or"),
+        (
+            ["--uri", "mongodb://h/", "--start-at-operation-time", "x"],
+            "expected a timestamp as T,I",
+        ),
+    ],
+)
+def test_bad_live_arguments_are_named(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", *argv]) == 1
+    assert message in capsys.readouterr().err
 
 
 def test_first_mismatch_names_the_missing_event() -> None:

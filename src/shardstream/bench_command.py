@@ -38,10 +38,12 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     """Register ``bench`` and its options."""
     bench = commands.add_parser(
         "bench",
-        help="measure replay throughput (fast path, reference) against the BSON decode rate",
+        help="measure replay throughput against the BSON decode rate, or (--uri) a live "
+        "cluster's native change stream against shardstream's",
         description="Replay oplog files to BSON events with the fast path and with the "
-        "reference pipeline, next to the decode rate of the same bytes; print a table "
-        "and a JSON document.",
+        "reference pipeline, next to the decode rate of the same bytes; with --uri, read one "
+        "window of a cluster's oplogs with the native change stream and with shardstream. "
+        "Print a table and a JSON document.",
     )
     bench.add_argument(
         "--shard", action="append", default=[], metavar="NAME=PATH", help="one shard's oplog.bson"
@@ -85,6 +87,10 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.uri:
         return _run_live(args)
     try:
+        if args.start_at_operation_time or args.since_seconds is not None:
+            raise ConfigurationError(
+                "expected --uri with --start-at-operation-time or --since-seconds, got no --uri"
+            )
         for name in ("entries", "shards", "repeats"):
             if getattr(args, name) < 1:
                 raise ConfigurationError(f"expected --{name} >= 1, got {getattr(args, name)}")
