@@ -57,7 +57,8 @@ def error_text(exc: BaseException, uri: str) -> str:
 
 def cluster_time(client: MongoClient[Any]) -> Timestamp:
     """The cluster's time now, as mongos reports it (``operationTime`` of a ``hello``)."""
-    now = client.admin.command("hello").get("operationTime")
+    reply = client.admin.command("hello")
+    now = reply.get("operationTime") or reply.get("$clusterTime", {}).get("clusterTime")
     if not isinstance(now, Timestamp):
         raise ShardstreamError(f"expected mongos to report operationTime, got {now!r:.80}")
     return now
