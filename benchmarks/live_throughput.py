@@ -46,6 +46,7 @@ from bson.timestamp import Timestamp
 import shardstream
 from benchmarks.corpus import oplog_bytes
 from benchmarks.timing import median_rate
+from shardstream.bench_emulated import CORPUS_START, preload
 from shardstream.merger import MergedStream
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.file_source import FileOplogSource
@@ -53,7 +54,7 @@ from shardstream.transform import ChangeStreamOptions
 
 SHARDS = 4
 REPEATS = 3
-START = Timestamp(1_700_000_000, 1)  # the corpus's first ts
+START = CORPUS_START
 WRITES_PER_SHARD_S = 100
 LAG_SECONDS = 8.0
 WARM_UP_S = 1.0
@@ -109,15 +110,8 @@ def _emulator_main(conn: Connection) -> None:
     from shardstream.emulator import EmulatedCluster  # only this process serves
 
     with EmulatedCluster(shards=SHARDS) as cluster:
-        for shard in cluster.shards:
-            data = conn.recv_bytes()
-            for entry in bson.decode_file_iter(io.BytesIO(data), _RAW):
-                shard.append(entry)
-            # A later no-op, as the periodic writer would log: the promise passes the
-            # corpus's last ts, so its events at that ts leave the merge gate too.
-            end = Timestamp(shard.oplog.last_ts.time + 1, 1)
-            shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": end})
-            shard.set_majority(end)
+        # Plus a later no-op on every shard, so the corpus's last events leave the gate.
+        preload(cluster, [conn.recv_bytes() for _ in cluster.shards])
         conn.send((cluster.uri, time.process_time()))
         clock, stop, threads = _ClusterClock(), threading.Event(), []
         while True:  # bounded: the parent always ends with "exit"

@@ -1,11 +1,12 @@
 """``shardstream bench``: replay throughput, fast path against reference, next to the decode rate.
 
-Offline mode only: it replays oplog files (given with ``--shard``, or a seeded
+The offline mode replays oplog files (given with ``--shard``, or a seeded
 corpus it writes to a temporary directory) to BSON events, in this process, and
 reports each rate with its ratio to the streaming ``bson.decode_file_iter``-to-dicts
 rate of the same files measured round robin in the same run: a table, a JSON
-document, and a plot when matplotlib is installed and ``--plot`` is given.  (The
-live mode against a cluster's native change stream is not built yet.)
+document, and a plot when matplotlib is installed and ``--plot`` is given.  With
+``--uri`` it runs the live mode instead (:mod:`shardstream.bench_live`): mongos's
+native change stream and shardstream's over the same window of a cluster's oplogs.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ import bson
 import pymongo
 
 from shardstream.bench_corpus import oplog_bytes
+from shardstream.bench_live import format_live_table, measure_live
 from shardstream.bench_offline import Measured, Rate, Shards, count_entries, format_table
 from shardstream.bench_offline import replay_in_process as replay
 from shardstream.errors import ConfigurationError, ShardstreamError
+from shardstream.oplog.redaction import redact_text
 from shardstream.replay_bson import reference_batches
+from shardstream.replay_command import parse_timestamp
 from shardstream.transform import ChangeStreamOptions
 
 
@@ -34,10 +38,12 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     """Register ``bench`` and its options."""
     bench = commands.add_parser(
         "bench",
-        help="measure replay throughput (fast path, reference) against the BSON decode rate",
+        help="measure replay throughput against the BSON decode rate, or (--uri) a live "
+        "cluster's native change stream against shardstream's",
         description="Replay oplog files to BSON events with the fast path and with the "
-        "reference pipeline, next to the decode rate of the same bytes; print a table "
-        "and a JSON document.",
+        "reference pipeline, next to the decode rate of the same bytes; with --uri, read one "
+        "window of a cluster's oplogs with the native change stream and with shardstream. "
+        "Print a table and a JSON document.",
     )
     bench.add_argument(
         "--shard", action="append", default=[], metavar="NAME=PATH", help="one shard's oplog.bson"
@@ -56,12 +62,35 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     bench.add_argument("--no-reference", action="store_true", help="skip the slow reference path")
     bench.add_argument("--plot", metavar="PNG", help="write a plot (needs matplotlib)")
+    bench.add_argument("--json", metavar="PATH", help="also write the JSON report to PATH")
+    live = bench.add_argument_group(
+        "live mode", "with --uri: mongos's native change stream against shardstream's"
+    )
+    live.add_argument("--uri", help="a mongos connection string: run the live mode")
+    live.add_argument(
+        "--start-at-operation-time",
+        metavar="T,I",
+        help="the window's start: a cluster time taken before the pre-fill",
+    )
+    live.add_argument(
+        "--since-seconds", type=float, metavar="S", help="or: S seconds before the cluster time"
+    )
+    live.add_argument(
+        "--events", type=int, default=100_000, metavar="N", help="at most N events (100000)"
+    )
+    live.add_argument("--tailer", default="thread", choices=["thread", "process"])
     bench.set_defaults(handler=run_bench)
 
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``bench``; errors end it with exit code 1 and one line on stderr."""
+    if args.uri:
+        return _run_live(args)
     try:
+        if args.start_at_operation_time or args.since_seconds is not None:
+            raise ConfigurationError(
+                "expected --uri with --start-at-operation-time or --since-seconds, got no --uri"
+            )
         for name in ("entries", "shards", "repeats"):
             if getattr(args, name) < 1:
                 raise ConfigurationError(f"expected --{name} >= 1, got {getattr(args, name)}")
@@ -79,9 +108,43 @@ def run_bench(args: argparse.Namespace) -> int:
     print(report["header"])
     print(format_table(rates, rates[0]))
     print(json.dumps(report))
-    if args.plot:
-        _plot(rates, report["header"], args.plot)
+    _write(args, rates, report)
     return 0
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    try:
+        start = (
+            parse_timestamp(args.start_at_operation_time) if args.start_at_operation_time else None
+        )
+        report = measure_live(
+            args.uri,
+            start_at=start,
+            since_seconds=args.since_seconds,
+            events=args.events,
+            tailer=args.tailer,
+        )
+    except ShardstreamError as exc:
+        print(f"shardstream bench: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
+        return 1
+    runs = [(name, report[name]) for name in ("shardstream", "native")]
+    rates = [
+        Rate(name, run["events_per_s"], 0.0, run["events"], "events")
+        for name, run in runs
+        if run["available"]
+    ]
+    _write(args, rates, report)  # first: the files are kept if stdout is closed early
+    print(format_live_table(report))
+    print(json.dumps(report))
+    return 0
+
+
+def _write(args: argparse.Namespace, rates: Sequence[Rate], report: dict[str, Any]) -> None:
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot:
+        title = report.get("header") or f"window {report['start']} to {report['end']}"
+        _plot(rates, title, args.plot)
 
 
 def _shards(args: argparse.Namespace, directory: Path) -> Shards:
@@ -160,7 +223,7 @@ def _plot(rates: Sequence[Rate], title: str, path: str) -> None:
     figure, axes = plt.subplots(figsize=(8, 3))
     names = [rate.name for rate in rates]
     axes.barh(names, [rate.per_second for rate in rates], color="#4a7ab5")
-    axes.set_xlabel("entries/s")
+    axes.set_xlabel(f"{rates[0].unit if rates else 'entries'}/s")
     axes.set_title(title, fontsize=7)
     axes.invert_yaxis()
     figure.tight_layout()
