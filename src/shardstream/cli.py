@@ -5,7 +5,7 @@ Subcommands (verbs):
     shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
     shardstream replay PATH [options]      oplog file -> change events (see replay --help)
     shardstream watch URI [options]        a live cluster's merged change stream
-    shardstream bench [options]            replay throughput against the BSON decode rate
+    shardstream bench [options]            replay or live throughput (ours vs native watch())
     shardstream ingest --table PATH ...    stream into a Delta change log + mirror (Spark)
     shardstream demo [--no-spark]          simulated 3-shard cluster -> Spark -> Delta, checked
 
