@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,17 +22,17 @@ SECRET = "s3cr3t-Pa55"
 
 
 @pytest.fixture
-def shard() -> Iterator[EmulatedReplicaSet]:
-    """A started one-node shard holding noops at seconds 1..3, committed."""
-    with EmulatedReplicaSet("rs0") as rs:
-        fill(rs, 1, 3)
-        yield rs
+def filled(shard: EmulatedReplicaSet) -> EmulatedReplicaSet:
+    """The shard holding noops at seconds 1..3, committed."""
+    fill(shard, 1, 3)
+    return shard
 
 
 @pytest.mark.parametrize("mode", ["primaryPreferred", "secondaryPreferred", "nearest"])
 def test_the_tailer_reads_with_the_requested_read_preference(
-    shard: EmulatedReplicaSet, mode: str
+    filled: EmulatedReplicaSet, mode: str
 ) -> None:
+    shard = filled
     source = LiveOplogSource(
         "shard00", shard.uri, start=Timestamp(1, 1), read_preference=mode, await_ms=AWAIT_MS
     )
@@ -46,12 +45,14 @@ def test_the_tailer_reads_with_the_requested_read_preference(
     assert shard.last_bodies["find"]["$readPreference"]["mode"] == mode
 
 
-def test_an_unknown_read_preference_is_a_configuration_error(shard: EmulatedReplicaSet) -> None:
+def test_an_unknown_read_preference_is_a_configuration_error(filled: EmulatedReplicaSet) -> None:
+    shard = filled
     with pytest.raises(ConfigurationError, match="fastest is not a valid read preference"):
         LiveOplogSource("shard00", shard.uri, start=Timestamp(1, 1), read_preference="fastest")
 
 
-def test_a_refused_login_fails_at_once_without_retrying(shard: EmulatedReplicaSet) -> None:
+def test_a_refused_login_fails_at_once_without_retrying(filled: EmulatedReplicaSet) -> None:
+    shard = filled
     for _ in range(10):  # more than one attempt would need: only the first may be used
         shard.faults.add("saslstart", ErrorReply(18, "AuthenticationFailed", "Auth failed."))
     uri = f"mongodb://app:{SECRET}@{shard.host}/?replicaSet=rs0&serverSelectionTimeoutMS=300"

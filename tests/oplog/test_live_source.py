@@ -41,13 +41,6 @@ SourceFactory = Callable[..., LiveOplogSource]
 
 
 @pytest.fixture
-def shard() -> Iterator[EmulatedReplicaSet]:
-    """A started one-node shard."""
-    with EmulatedReplicaSet("rs0") as rs:
-        yield rs
-
-
-@pytest.fixture
 def make_source(shard: EmulatedReplicaSet) -> Iterator[SourceFactory]:
     """Create live sources on ``shard``; all are closed, and their threads gone, afterwards."""
     made: list[LiveOplogSource] = []

@@ -31,13 +31,6 @@ FIRST = Timestamp(1, 1)
 
 
 @pytest.fixture
-def shard() -> Iterator[EmulatedReplicaSet]:
-    """A started one-node shard."""
-    with EmulatedReplicaSet("rs0") as rs:
-        yield rs
-
-
-@pytest.fixture
 def make_source(shard: EmulatedReplicaSet) -> Iterator[SourceFactory]:
     """Create process sources on ``shard``; all are closed and their children reaped."""
     made: list[ProcessOplogSource] = []
