@@ -18,7 +18,7 @@ from shardstream.merger.shard_workers import WorkerPool, shard_batches
 from shardstream.oplog import InputFormat, read_oplog_file
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
-from shardstream.transform import ChangeStreamOptions, transform_oplog
+from shardstream.transform import ChangeEvent, ChangeStreamOptions, transform_oplog
 from shardstream.transform.encoded_stream import encode_shard, quiet_collector
 from shardstream.transform.fast_path import FastShardPipeline, fast_path_applies
 from shardstream.transform.raw_event_writer import encode_event_document
@@ -78,16 +78,22 @@ def _event_batches(
         pool.close()
 
 
-def reference_batches(
+def reference_event_batches(
     shards: Sequence[tuple[str, str]],
     input_format: InputFormat | None,
     options: ChangeStreamOptions,
-) -> Iterator[list[bytes]]:
+) -> Iterator[list[ChangeEvent]]:
+    """The reference path's events, in batches: the stream replay writes in both formats.
+
+    One oplog is a replica set: mongod's pipeline, no router stages. Several are merged as
+    mongos merges them.
+    """
     if len(shards) == 1:
+        # closing(): an invalidate ends the stream early; the file must still close at once.
         with closing(read_oplog_file(shards[0][1], input_format)) as entries:
-            batch: list[bytes] = []
+            batch: list[ChangeEvent] = []
             for event in transform_oplog(entries, options):
-                batch.append(encode_event_document(event.document))
+                batch.append(event)
                 if len(batch) >= REPLAY_BATCH:
                     yield batch
                     batch = []
@@ -97,7 +103,16 @@ def reference_batches(
     merged = MergedStream(sources, options)
     try:
         while not merged.exhausted:
-            events, _ = merged.next_batch(REPLAY_BATCH)
-            yield [encode_event_document(event.document) for event in events]
+            yield merged.next_batch(REPLAY_BATCH)[0]
     finally:
         merged.close()
+
+
+def reference_batches(
+    shards: Sequence[tuple[str, str]],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+) -> Iterator[list[bytes]]:
+    """The reference path's events as BSON, in batches."""
+    for events in reference_event_batches(shards, input_format, options):
+        yield [encode_event_document(event.document) for event in events]

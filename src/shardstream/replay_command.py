@@ -8,19 +8,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from contextlib import closing
 from typing import TextIO
 
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, ResumeTokenError, ShardstreamError
-from shardstream.merger import MergedStream
-from shardstream.oplog import InputFormat, read_oplog_file
-from shardstream.oplog.file_source import FileOplogSource
-from shardstream.replay_bson import write_bson_events
+from shardstream.oplog import InputFormat
+from shardstream.replay_bson import reference_event_batches, write_bson_events
 from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
 from shardstream.resume_token.token_json import loads
-from shardstream.transform import ChangeStreamOptions, event_to_json, transform_oplog
+from shardstream.transform import ChangeStreamOptions, event_to_json
 
 REPLAY_BATCH = 1000
 
@@ -101,25 +98,10 @@ def _write_events(
     options: ChangeStreamOptions,
     out: TextIO,
 ) -> None:
-    if len(shards) == 1:
-        # One oplog is a replica set: mongod's pipeline, no router stages.
-        # closing(): an invalidate ends the stream early; the file must still close at once.
-        with closing(read_oplog_file(shards[0][1], input_format)) as entries:
-            for event in transform_oplog(entries, options):
-                out.write(event_to_json(event.document))
-                out.write("\n")
-        out.flush()
-        return
-    sources = {name: FileOplogSource(name, path, input_format) for name, path in shards}
-    merged = MergedStream(sources, options)
-    try:
-        while not merged.exhausted:
-            events, _ = merged.next_batch(REPLAY_BATCH)
-            for event in events:
-                out.write(event_to_json(event.document))
-                out.write("\n")
-    finally:
-        merged.close()
+    for events in reference_event_batches(shards, input_format, options):
+        for event in events:
+            out.write(event_to_json(event.document))
+            out.write("\n")
     out.flush()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections import deque
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -30,7 +29,7 @@ from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live_faults import RetryPolicy, Verdict, classify
 from shardstream.oplog.live_majority import Majority, check_history, idle_promise, read_majority
 from shardstream.oplog.redaction import redact_text, redact_uri
-from shardstream.oplog.source import OplogBatch, batch_from
+from shardstream.oplog.source import Handout, OplogBatch
 
 _log = logging.getLogger(__name__)
 Entry = Mapping[str, Any]
@@ -129,9 +128,7 @@ class LiveOplogSource:
         )
         self._idle_promise: Timestamp | None = None
         # Consumer state.
-        self._pending: deque[Entry] = deque()
-        self._promise: Timestamp | None = None
-        self._failure: BaseException | None = None
+        self._handout = Handout()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"oplog-tail-{name}", daemon=True)
         self._thread.start()
@@ -156,26 +153,22 @@ class LiveOplogSource:
         # the lock; checking the queue and the promise under the same lock means an idle
         # promise is never handed out while entries at or below it are still queued.
         with self._lock:
-            if not self._pending and self._failure is None:
+            out = self._handout
+            if not out.entries and out.failure is None:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     item = ()
                 if isinstance(item, BaseException):
-                    self._failure = item
+                    out.failure = item
                 else:
-                    self._pending.extend(item)
-            if self._pending:
-                batch = batch_from(self._pending, max_entries)
-                self._promise = batch.promise
+                    out.entries.extend(item)
+            batch = out.take(max_entries, ended=self._stop.is_set())
+            if batch is not None:
                 return batch
-            if self._failure is not None:
-                raise self._failure
-            if self._stop.is_set():
-                return OplogBatch((), self._promise, exhausted=True)
             idle = self._idle_promise
-            if idle is not None and (self._promise is None or idle > self._promise):
-                self._promise = idle
+            if idle is not None and (out.promise is None or idle > out.promise):
+                out.promise = idle
                 return OplogBatch((), idle)
             return None
 

@@ -32,7 +32,7 @@ from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, Oplo
 from shardstream.oplog import live_source
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.redaction import redact_text, redact_uri
-from shardstream.oplog.source import OplogBatch, batch_from
+from shardstream.oplog.source import Handout, OplogBatch
 
 # spawn, not fork: a forked child would inherit the locks of the parent's threads as is.
 _CONTEXT: Final = multiprocessing.get_context("spawn")
@@ -98,9 +98,7 @@ class ProcessOplogSource:
         finally:
             child_conn.close()
         self._inbox: deque[bytes] = deque()  # messages read ahead by fetch_entry
-        self._pending: deque[Mapping[str, Any]] = deque()
-        self._promise: Timestamp | None = None
-        self._failure: BaseException | None = None
+        self._handout = Handout()
         self._closed = False
         self._exitcode: int | None = None
 
@@ -124,25 +122,18 @@ class ProcessOplogSource:
         """
         if max_entries < 1:
             raise ConfigurationError(f"expected max_entries >= 1, got {max_entries!r}")
-        if not self._pending and (self._inbox or self._failure is None) and not self._closed:
+        out = self._handout
+        if not out.entries and (self._inbox or out.failure is None) and not self._closed:
             message = self._receive()
             if message is not None and message[:1] == b"B":
                 decoded: list[dict[str, Any]] = bson.decode_all(message[1:], OPLOG_CODEC_OPTIONS)
-                self._pending.extend(decoded)
+                out.entries.extend(decoded)
             elif message is not None:  # "P": the child's message order keeps this safe
                 idle = Timestamp(*_TS.unpack_from(message, 1))
-                if self._promise is None or idle > self._promise:
-                    self._promise = idle
+                if out.promise is None or idle > out.promise:
+                    out.promise = idle
                     return OplogBatch((), idle)
-        if self._pending:
-            batch = batch_from(self._pending, max_entries)
-            self._promise = batch.promise
-            return batch
-        if self._failure is not None:
-            raise self._failure
-        if self._closed:
-            return OplogBatch((), self._promise, exhausted=True)
-        return None
+        return out.take(max_entries, ended=self._closed)
 
     def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
         """Read the entry at ``ts`` (majority-committed) through the child's tailer.
@@ -150,14 +141,14 @@ class ProcessOplogSource:
         Raises:
             OplogError: the read kept failing, or the child is gone.
         """
-        if self._failure is not None or self._closed:
+        if self._handout.failure is not None or self._closed:
             raise OplogError(f"{self._where}: cannot read the entry at {ts!r}: tailer stopped")
         with contextlib.suppress(OSError):  # a dead child is reported by the reads below
             self._conn.send_bytes(b"f" + _TS.pack(ts.time, ts.inc))
         while True:  # bounded: the child answers, fails, or dies (EOF)
             message = self._receive(block=True, keep=True)
             if message is None:
-                raise self._failure or OplogError(f"{self._where}: no answer for {ts!r}")
+                raise self._handout.failure or OplogError(f"{self._where}: no answer for {ts!r}")
             if message[:1] == b"F":
                 return bson.decode(message[1:], OPLOG_CODEC_OPTIONS) if message[1:] else None
             if message[:1] == b"G":
@@ -190,7 +181,7 @@ class ProcessOplogSource:
                 message = self._conn.recv_bytes()
             except (EOFError, OSError):
                 self._process.join(1.0)
-                self._failure = self._failure or OplogError(
+                self._handout.failure = self._handout.failure or OplogError(
                     f"{self._where}: the tailer process exited unexpectedly "
                     f"(exit code {self._process.exitcode!r})"
                 )
@@ -199,7 +190,7 @@ class ProcessOplogSource:
             if tag == b"L":
                 _relog(message[1:])
             elif tag == b"E":
-                self._failure = _rebuild(message[1:], self._where)
+                self._handout.failure = _rebuild(message[1:], self._where)
                 return None
             elif keep and tag in (b"B", b"P"):
                 self._inbox.append(message)

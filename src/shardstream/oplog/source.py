@@ -53,11 +53,30 @@ class OplogSource(Protocol):
         """Release files, cursors and threads."""
 
 
-def batch_from(pending: deque[Mapping[str, Any]], max_entries: int) -> OplogBatch:
-    """Take up to ``max_entries`` entries (at least one must be pending) as a batch.
+@dataclasses.dataclass(slots=True)
+class Handout:
+    """A tailer's consumer side: entries read ahead, the promise so far, a reader's failure.
 
-    The batch promises its last entry's ``ts``: a tailer's entries come in ``ts`` order.
+    The thread and the process tailers fill it in their own way and hand batches out
+    through :meth:`take`, so both answer ``next_batch`` by the same rules.
     """
-    count = min(max_entries, len(pending))
-    entries = [pending.popleft() for _ in range(count)]
-    return OplogBatch(entries, entries[-1]["ts"])
+
+    entries: deque[Mapping[str, Any]] = dataclasses.field(default_factory=deque)
+    promise: Timestamp | None = None
+    failure: BaseException | None = None
+
+    def take(self, max_entries: int, *, ended: bool) -> OplogBatch | None:
+        """Pending entries first, then the failure, then (if ``ended``) the end; else None.
+
+        A batch promises its last entry's ``ts``: a tailer's entries come in ``ts`` order.
+        """
+        if self.entries:
+            count = min(max_entries, len(self.entries))
+            batch = [self.entries.popleft() for _ in range(count)]
+            self.promise = batch[-1]["ts"]
+            return OplogBatch(batch, self.promise)
+        if self.failure is not None:
+            raise self.failure
+        if ended:
+            return OplogBatch((), self.promise, exhausted=True)
+        return None
