@@ -8,6 +8,8 @@ and global order.  Layers, in data-flow order (imports only point downward):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from shardstream.errors import (
     ChangeStreamHistoryLost,
     ConfigurationError,
@@ -18,7 +20,6 @@ from shardstream.errors import (
     ShardstreamError,
     TransformError,
 )
-from shardstream.merger.change_stream import ChangeStream, watch
 from shardstream.resume_token import (
     ResumeToken,
     ResumeTokenData,
@@ -27,7 +28,23 @@ from shardstream.resume_token import (
     encode_token,
 )
 
+if TYPE_CHECKING:
+    from shardstream.merger.change_stream import ChangeStream, watch
+
 __version__ = "0.1.0"
+
+# watch() needs pymongo (~0.15 s to import); the offline commands (replay, token) never
+# do, so it is imported on first use and their start-up stays short.
+_LAZY = {"ChangeStream", "watch"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from shardstream.merger import change_stream
+
+        return getattr(change_stream, name)
+    raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
+
 
 __all__ = [
     "ChangeStream",

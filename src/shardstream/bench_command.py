@@ -21,10 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import bson
-import pymongo
 
 from shardstream.bench_corpus import oplog_bytes
-from shardstream.bench_live import format_live_table, measure_live
 from shardstream.bench_offline import Measured, Rate, Shards, count_entries, format_table
 from shardstream.bench_offline import replay_in_process as replay
 from shardstream.errors import ConfigurationError, ShardstreamError
@@ -113,6 +111,9 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _run_live(args: argparse.Namespace) -> int:
+    # pymongo's client is imported only by the live mode (see shardstream/__init__.py).
+    from shardstream.bench_live import format_live_table, measure_live
+
     try:
         start = (
             parse_timestamp(args.start_at_operation_time) if args.start_at_operation_time else None
@@ -186,6 +187,8 @@ def measure(
             lambda: _reference(shards, options, entries),
         )
     rates = measured.run(repeats)
+    import pymongo  # for its version only; the offline mode needs no client
+
     size = sum(Path(path).stat().st_size for _, path in shards)
     header = (
         f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "

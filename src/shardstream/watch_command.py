@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from shardstream.errors import ShardstreamError
-from shardstream.merger.change_stream import ChangeStream, watch
 from shardstream.oplog.redaction import redact_text
 from shardstream.replay_command import add_stream_options, options_from_args
 from shardstream.transform import ChangeStreamOptions, event_to_json
+
+if TYPE_CHECKING:
+    from shardstream.merger.change_stream import ChangeStream
 
 STATS_EVERY_S = 5.0
 
@@ -57,6 +59,10 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def run_watch(args: argparse.Namespace) -> int:
     """Run ``watch`` until interrupted (or ``--max-events``); errors exit 1 with one line."""
+    # Imported here: pymongo is only needed once a command talks to a cluster, and every
+    # command's start-up would otherwise pay for it (see shardstream/__init__.py).
+    from shardstream.merger.change_stream import watch
+
     try:
         options = options_from_args(args)
         with watch(

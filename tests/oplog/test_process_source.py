@@ -184,7 +184,7 @@ def test_the_watch_command_passes_the_tailer_through(monkeypatch: pytest.MonkeyP
         seen.update(kwargs)
         raise OplogError("stop here")
 
-    monkeypatch.setattr("shardstream.watch_command.watch", fake_watch)
+    monkeypatch.setattr("shardstream.merger.change_stream.watch", fake_watch)
     assert main(["watch", "mongodb://127.0.0.1:1/", "--tailer", "process"]) == 1
     assert seen["tailer"] == "process"
     assert main(["watch", "mongodb://127.0.0.1:1/"]) == 1
