@@ -15,8 +15,8 @@ from typing import Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.errors import ChangeStreamHistoryLost, OplogError
-from shardstream.transform.fast_path import FastShardPipeline, ts_key
+from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.transform.fast_path import FastShardPipeline, timestamp_of, ts_key
 
 # The collector only ever finds garbage cycles, and the fast path makes none; with its
 # default gen-0 threshold (700) it still walks every young container many times per
@@ -56,40 +56,33 @@ def encode_shard(
         OplogError: an entry is not valid BSON, or out of order when ``check_order``.
         ChangeStreamHistoryLost: the oplog starts after ``start``.
     """
-    last = -1
     start_key = ts_key(start) if start is not None else None
-    process = pipeline.process
+    last = -1 if check_order else None
+    process_batch = pipeline.process_batch
     for docs in batches:
         keys: list[bytes] = []
         events: list[bytes] = []
-        for doc in docs:
-            ts = process(doc, keys, events)
-            if start_key is not None:  # only the shard's first entry is checked
-                if ts > start_key:
-                    raise ChangeStreamHistoryLost(
-                        f"Resume of change stream was not possible, as the resume point may "
-                        f"no longer be in the oplog: shard {pipeline.name!r} starts at "
-                        f"{_timestamp(ts)!r}, after the stream's start {start!r} (server "
-                        "error 286)"
-                    )
-                start_key = None
+        if start_key is not None and docs:  # only the shard's first entry is checked
+            ts = process_batch(docs[:1], keys, events, last=last)
+            if ts > start_key:
+                raise ChangeStreamHistoryLost(
+                    f"Resume of change stream was not possible, as the resume point may "
+                    f"no longer be in the oplog: shard {pipeline.name!r} starts at "
+                    f"{timestamp_of(ts)!r}, after the stream's start {start!r} (server "
+                    "error 286)"
+                )
+            start_key = None
             if check_order:
-                if ts <= last and not pipeline.closed:
-                    raise OplogError(
-                        f"shard {pipeline.name!r}: expected ts to increase, got "
-                        f"{_timestamp(ts)!r} after {_timestamp(last)!r}"
-                    )
                 last = ts
-            if ts < 0 and pipeline.closed:
-                break
+            docs = docs[1:]
+        if docs:
+            ts = process_batch(docs, keys, events, last=last)
+            if check_order:
+                last = ts
         if pipeline.closed:
             yield EncodedBatch(keys, events, pipeline.invalidate_key)
             return
         yield EncodedBatch(keys, events)
-
-
-def _timestamp(ts: int) -> Timestamp | None:
-    return Timestamp(ts >> 32, ts & 0xFFFFFFFF) if ts >= 0 else None
 
 
 @contextmanager
