@@ -31,6 +31,8 @@ from shardstream.transform.field_list import FieldList
 from shardstream.transform.update_description import parse_update_diff
 
 _INT32: Final = struct.Struct("<i")
+_pack_int32: Final = _INT32.pack
+_hexlify: Final = binascii.hexlify
 # uuid.UUID values (in some DDL events) encode as BinData subtype 4, as the server sends them.
 EVENT_CODEC_OPTIONS: Final[CodecOptions[dict[str, Any]]] = CodecOptions(
     uuid_representation=UuidRepresentation.STANDARD
@@ -171,8 +173,17 @@ def write_crud_event(
     before ``_id`` (a transaction's ``txnNumber`` and ``lsid``).
     """
     assert template.token_middle is not None
-    token = b"\x82" + ts.to_bytes(8, "big") + template.token_middle
-    data = binascii.hexlify(token + document_key[9:21] + template.token_suffix).upper()
+    data = _hexlify(
+        b"".join(
+            (
+                b"\x82",
+                ts.to_bytes(8, "big"),
+                template.token_middle,
+                document_key[9:21],
+                template.token_suffix,
+            )
+        )
+    ).upper()
     size = template.fixed_size + len(update_description) + len(leading)
     if full_document is None:
         full_document = field = b""
@@ -181,7 +192,7 @@ def write_crud_event(
         size += len(field) + len(full_document)
     event = b"".join(
         (
-            size.to_bytes(4, "little"),
+            _pack_int32(size),
             leading,
             template.id_prefix,
             data,

@@ -25,7 +25,7 @@ from bson.int64 import Int64
 
 from shardstream.errors import TransformError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
-from shardstream.transform.raw_entry import elements
+from shardstream.transform.raw_entry import elements, value_size
 from shardstream.transform.raw_event_writer import update_description_element
 
 _V2_HEADERS: Final = (
@@ -35,11 +35,16 @@ _V2_HEADERS: Final = (
 _SECTION_RANK: Final = {b"u": 1, b"i": 2}
 _ARRAY_HEADER: Final = b"\x08a\x00\x01"  # a: true
 _INT32_MAX: Final = 2**31 - 1
+_read_int32: Final = struct.Struct("<i").unpack_from
+_pack_int32: Final = struct.Struct("<i").pack
 _FIELD_NAME: Final = b"\x03updateDescription\x00"
 _UPDATED_FIELDS: Final = b"\x03updatedFields\x00"
 _EMPTY_LISTS: Final = (
     b"\x04removedFields\x00\x05\x00\x00\x00\x00\x04truncatedArrays\x00\x05\x00\x00\x00\x00\x00"
 )
+# updateDescription's length less its updatedFields body: its own length, updatedFields'
+# name, length and NUL, the two empty lists and its final NUL (the last byte of _EMPTY_LISTS).
+_DESCRIPTION_OVERHEAD: Final = 4 + len(_UPDATED_FIELDS) + 4 + 1 + len(_EMPTY_LISTS)
 
 
 class _Unsupported(Exception):
@@ -82,11 +87,15 @@ def simple_update_description(o: bytes) -> bytes | None:
             break
     else:
         return None
-    diff_end = diff_at + int.from_bytes(o[diff_at : diff_at + 4], "little")
+    if diff_at + 4 > len(o):
+        return None  # cut short: the reference reports it
+    diff_end = diff_at + _read_int32(o, diff_at)[0]
     if diff_end != len(o) - 1:
         return None  # more fields after diff, or a malformed diff
     section = diff_at + 4
-    section_end = section + 3 + int.from_bytes(o[section + 3 : section + 7], "little")
+    if section + 7 > len(o):
+        return None  # an empty diff: the reference reports it
+    section_end = section + 3 + _read_int32(o, section + 3)[0]
     if o.startswith(b"\x03u\x00", section) and section_end == diff_end - 1 == len(o) - 2:
         # The commonest diff, {u: {...}} alone: its body is updatedFields'.
         if section_end < section + 8 or o[section_end - 1] != 0 or o[diff_end - 1] != 0:
@@ -99,9 +108,18 @@ def simple_update_description(o: bytes) -> bytes | None:
         except (_Unsupported, ValueError, IndexError, struct.error):
             return None
         body = b"".join(updated)
-    fields = (len(body) + 5).to_bytes(4, "little") + body + b"\x00"
-    value_size_ = 4 + len(_UPDATED_FIELDS) + len(fields) + len(_EMPTY_LISTS)
-    return _FIELD_NAME + value_size_.to_bytes(4, "little") + _UPDATED_FIELDS + fields + _EMPTY_LISTS
+    size = len(body)
+    return b"".join(
+        (
+            _FIELD_NAME,
+            _pack_int32(size + _DESCRIPTION_OVERHEAD),
+            _UPDATED_FIELDS,
+            _pack_int32(size + 5),
+            body,
+            b"\x00",
+            _EMPTY_LISTS,
+        )
+    )
 
 
 def _elements(o: bytes, at: int) -> list[tuple[int, bytes, int, int]]:
@@ -112,46 +130,82 @@ def _elements(o: bytes, at: int) -> list[tuple[int, bytes, int, int]]:
 
 
 def _document_diff(o: bytes, at: int, prefix: bytes, updated: list[bytes]) -> None:
-    """A document diff: ``u`` then ``i`` sections, then ``s<field>`` sub-diffs."""
-    elements = _elements(o, at)
-    if not elements:
+    """A document diff: ``u`` then ``i`` sections, then ``s<field>`` sub-diffs.
+
+    Every element of a document diff is a document, so the walk is inline (no generic
+    element list): this runs for a quarter of the oplog.
+    """
+    end = at + _read_int32(o, at)[0] - 1
+    if end >= len(o) or o[end] != 0:
+        raise _Unsupported
+    pos = at + 4
+    if pos >= end:
         raise _Unsupported  # an empty diff is an error the reference reports
     previous = 0
     in_sub_diffs = False
-    for kind, name, value_at, value_end in elements:
-        if kind != 0x03:
+    while pos < end:
+        if o[pos] != 0x03:
             raise _Unsupported
+        name_end = o.index(0, pos + 1, end)
+        value_at = name_end + 1
+        value_end = value_at + _read_int32(o, value_at)[0]
+        if value_end < value_at + 5 or value_end > end or o[value_end - 1] != 0:
+            raise _Unsupported
+        name = o[pos + 1 : name_end]
         rank = _SECTION_RANK.get(name)
         if rank is not None and not in_sub_diffs and rank > previous:
             previous = rank
             if not prefix:  # at the root the elements keep their names: copy the body
-                if o[value_end - 1] != 0:
-                    raise _Unsupported
                 updated.append(o[value_at + 4 : value_end - 1])
-                continue
-            for inner_kind, inner_name, inner_at, inner_end in _elements(o, value_at):
-                updated.append(
-                    bytes((inner_kind,)) + prefix + inner_name + b"\x00" + o[inner_at:inner_end]
-                )
+            else:
+                for inner_kind, inner_name, inner_at, inner_end in _elements(o, value_at):
+                    updated.append(
+                        b"".join(
+                            (
+                                bytes((inner_kind,)),
+                                prefix,
+                                inner_name,
+                                b"\x00",
+                                o[inner_at:inner_end],
+                            )
+                        )
+                    )
         elif name[:1] == b"s":
             in_sub_diffs = True
             _sub_diff(o, value_at, prefix + name[1:] + b".", updated)
         else:
             raise _Unsupported
+        pos = value_end
 
 
 def _sub_diff(o: bytes, at: int, prefix: bytes, updated: list[bytes]) -> None:
     if not o.startswith(_ARRAY_HEADER, at + 4):
         _document_diff(o, at, prefix, updated)
         return
-    for kind, name, value_at, value_end in _elements(o, at)[1:]:
-        digits = name[1:]
+    end = at + _read_int32(o, at)[0] - 1
+    if end >= len(o) or o[end] != 0:
+        raise _Unsupported
+    pos = at + 4 + len(_ARRAY_HEADER)
+    while pos < end:  # inline, as in _document_diff
+        kind = o[pos]
+        name_end = o.index(0, pos + 1, end)
+        value_at = name_end + 1
+        size = value_size(o, kind, value_at)
+        if size is None or value_at + size > end:
+            raise _Unsupported
+        value_end = value_at + size
+        digits = o[pos + 2 : name_end]
         if not (digits.isdigit() and int(digits) <= _INT32_MAX):
             raise _Unsupported
-        path = prefix + str(int(digits)).encode()
-        if name[:1] == b"u":
-            updated.append(bytes((kind,)) + path + b"\x00" + o[value_at:value_end])
-        elif name[:1] == b"s" and kind == 0x03:
+        # The index as the server prints it: leading zeros dropped ("01" -> "1").
+        path = prefix + (digits if digits[:1] != b"0" or digits == b"0" else b"%d" % int(digits))
+        section = o[pos + 1]
+        if section == 0x75:  # u
+            updated.append(b"".join((bytes((kind,)), path, b"\x00", o[value_at:value_end])))
+        elif section == 0x73 and kind == 0x03:  # s
             _sub_diff(o, value_at, path + b".", updated)
         else:
             raise _Unsupported  # l (truncation), or a malformed entry
+        pos = value_end
+    if pos != end:
+        raise _Unsupported
