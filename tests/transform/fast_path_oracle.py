@@ -44,10 +44,7 @@ def fast_run(docs: Sequence[bytes], options: ChangeStreamOptions) -> tuple[Run, 
     keys: list[bytes] = []
     events: list[bytes] = []
     try:
-        for doc in docs:
-            pipeline.process(doc, keys, events)
-            if pipeline.closed:
-                break
+        pipeline.process_batch(list(docs), keys, events)
     except ShardstreamError as exc:
         return (keys, events, f"{type(exc).__name__}: {exc}"), pipeline
     return (keys, events, None), pipeline

@@ -8,6 +8,7 @@ clusters: the fast path must give the same events, tokens, order and errors.
 from __future__ import annotations
 
 import datetime
+import random
 from typing import Any
 
 import bson
@@ -203,3 +204,43 @@ def test_the_fast_path_keeps_types_the_reference_decoder_folds() -> None:
     assert b"\x0esym\x00" in events[0]
     assert b"\x02sym\x00" in reference_events[0]
     assert events[0].replace(b"\x0esym\x00", b"\x02sym\x00") == reference_events[0]
+
+
+def _decodes(doc: bytes) -> bool:
+    try:
+        bson.decode(doc)
+    except (bson.errors.BSONError, ValueError, OverflowError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_damaged_entry_after_its_namespace_is_known_gives_the_reference_result(
+    seed: int,
+) -> None:
+    """Templates are cached by the bytes before o: a later entry with those bytes but a
+    damaged o, o2 or tail must still come out as the reference has it (or fail as it does)."""
+    rng = random.Random(seed)
+    docs = as_read_from_file(generate_entries(60, seed))
+    at = rng.randrange(30, len(docs))
+    damaged = bytearray(docs[at])
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        position = rng.randrange(4, len(damaged) - 1)  # keep the length prefix: still framed
+        damaged[position] = rng.choice((0, 1, 3, 0x7F, 0xFF, rng.randrange(256)))
+    docs = [*docs[:at], bytes(damaged), *docs[at + 1 :]]
+    options = ChangeStreamOptions()
+    if all(_decodes(doc) for doc in docs):
+        _assert_same(docs, options)
+        return
+    # The reference cannot decode it: the fast path reports the same entry, and what came
+    # before it is the reference's stream of the entries before it.
+    got, _ = fast_run(docs, options)
+    expected = reference_run(docs[:at], options)
+    if got[2] is not None and got[2].startswith("OplogError: corrupt BSON entry"):
+        assert got[2].startswith(
+            f"OplogError: corrupt BSON entry in <oplog> at byte {sum(map(len, docs[:at]))}:"
+        )
+        assert (got[0], got[1]) == (expected[0], expected[1])
+    else:  # the fast path framed it without decoding: it must not have invented events
+        assert got[0][: len(expected[0])] == expected[0]
+        assert got[1][: len(expected[1])] == expected[1]

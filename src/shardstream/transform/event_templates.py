@@ -38,6 +38,9 @@ class EventTemplates:
         self._version = options.default_token_version
         # op-ns-ui bytes (layout matches; txn op 0) and (run, txn op index) -> template
         self.by_run: dict[Any, CrudEventTemplate | None] = {}
+        # op-ns-ui run + "\x03o\x00" (the entry's bytes up to o's value) -> template; only
+        # runs a full layout match has vouched for, so a hit proves the layout up to o.
+        self.by_head: dict[bytes, CrudEventTemplate | None] = {}
         # (ns, ui, op[, txn op index]) -> template
         self.by_parts: dict[tuple[Any, ...], CrudEventTemplate | None] = {}
 

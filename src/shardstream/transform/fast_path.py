@@ -40,7 +40,9 @@ from shardstream.transform.options import ChangeStreamOptions
 from shardstream.transform.pipeline import ShardPipeline
 from shardstream.transform.raw_entry import (
     DELETE_LAYOUT,
+    DELETE_TAIL,
     KEYED_WRITE_LAYOUT,
+    KEYED_WRITE_TAIL,
     NOOP_LAYOUT,
     NS,
     OBJECT,
@@ -66,6 +68,12 @@ _read_int32: Final = struct.Struct("<i").unpack_from
 _read_uint64: Final = struct.Struct("<Q").unpack_from  # a Timestamp's 8 bytes: inc, time
 _NOOP: Final = 0x6E  # n
 _KEYED_WRITES: Final = frozenset((INSERT, UPDATE))
+# In mongod's CRUD layout o's value starts at 50 + the ns string's length (int32 at 18):
+# 4 (document length) + 10 (op) + 4 + 4 + ns + 25 (ui) + 3 ("\x03o\x00").
+_HEAD_END: Final = 50
+_SHORTEST_CRUD: Final = 120  # below any entry of that layout; keeps the int32 read in bounds
+_OBJECT_FIELD: Final = b"\x03o\x00"
+_KEYED_TAIL_SIZE: Final = 75  # o2 = {_id: ObjectId} (4 + 22), ts, t, v, wall, final NUL (49)
 _COMMAND: Final = 0x63  # c
 _OTHER_LAYOUT: Final = NOT_LAID_OUT
 _SHORT_OP: Final = b"\x02\x00\x00\x00"  # a one-character op string's length
@@ -226,19 +234,45 @@ class FastShardPipeline:
             return laid_out_transaction_events(doc, self._templates, self._start, keys, events)
         op = doc[12]  # the op character, if op is the first field
         description = b""
-        if op in _KEYED_WRITES:
+        head_end = _HEAD_END + _read_int32(doc, 18)[0] if len(doc) > _SHORTEST_CRUD else 0
+        template = self._templates.by_head.get(doc[4:head_end], NOT_BUILT)
+        if template is not NOT_BUILT:
+            # A known op-ns-ui run: o's value starts at head_end; only o and the fixed
+            # tail after it are left to frame (about half the cost of the whole match).
+            if op == DELETE:
+                match = DELETE_TAIL.fullmatch(doc, head_end)
+                if match is None:
+                    return _OTHER_LAYOUT
+                key, ts_value, wall_value = match.groups()
+                o = key
+            else:
+                # The tail has a fixed size, so o ends where it begins; o's own length
+                # must say so (else let scan_entry frame the entry by its lengths).
+                o_end = len(doc) - _KEYED_TAIL_SIZE
+                if o_end < head_end + 5 or _read_int32(doc, head_end)[0] != o_end - head_end:
+                    return _OTHER_LAYOUT
+                match = KEYED_WRITE_TAIL.fullmatch(doc, o_end)
+                if match is None:
+                    return _OTHER_LAYOUT
+                key, ts_value, wall_value = match.groups()
+                o = doc[head_end:o_end]
+                if o[-1]:
+                    return -1
+        elif op in _KEYED_WRITES:
             match = KEYED_WRITE_LAYOUT.fullmatch(doc, 4)
             if match is None:
                 return _OTHER_LAYOUT
             run, o, key, ts_value, wall_value = match.groups()
             if o[-1] or _read_int32(o)[0] != len(o):
                 return -1
+            template = self._template_of(run)
         elif op == DELETE:
             match = DELETE_LAYOUT.fullmatch(doc, 4)
             if match is None:
                 return _OTHER_LAYOUT
             run, key, ts_value, wall_value = match.groups()
             o = key
+            template = self._template_of(run)
         elif op == _NOOP:
             match = NOOP_LAYOUT.fullmatch(doc, 4)
             if match is None:
@@ -256,9 +290,6 @@ class FastShardPipeline:
         ts: int = _read_uint64(ts_value)[0]
         if ts < self._start:
             return ts  # before the stream's start: filtered out
-        template = self._templates.by_run.get(run, NOT_BUILT)
-        if template is NOT_BUILT:
-            template = self._templates.build_for_run(run)
         if not isinstance(template, CrudEventTemplate):
             return -1
         if not template.matched:
@@ -274,6 +305,15 @@ class FastShardPipeline:
         keys.append(sort_key)
         events.append(event)
         return ts
+
+    def _template_of(self, run: bytes) -> CrudEventTemplate | None:
+        """The template of a run the full layout matched; also cached by its head."""
+        templates = self._templates
+        template = templates.by_run.get(run, NOT_BUILT)
+        if template is NOT_BUILT:
+            template = templates.build_for_run(run)
+        templates.by_head[run + _OBJECT_FIELD] = template  # type: ignore[assignment]
+        return template  # type: ignore[return-value]
 
     def _by_slots(
         self, doc: bytes, slots: list[int], keys: list[bytes], events: list[bytes]

@@ -81,6 +81,10 @@ OP_IN_APPLY_OPS_LAYOUT: Final = re.compile(
 DELETE_IN_APPLY_OPS_LAYOUT: Final = re.compile(
     _HEAD % rb"d" + rb"\x03o\x00" + _OBJECT_ID_KEY, re.DOTALL
 )
+# What follows o in those layouts, once o's end is known from its length prefix (the
+# template cache has already vouched for everything before o): (documentKey, ts, wall).
+KEYED_WRITE_TAIL: Final = re.compile(rb"\x03o2\x00" + _OBJECT_ID_KEY + _TAIL, re.DOTALL)
+DELETE_TAIL: Final = re.compile(_OBJECT_ID_KEY + _TAIL, re.DOTALL)
 # The tail of a transaction entry after o (and prevOpTime): (ts, wall).
 TRANSACTION_TAIL: Final = re.compile(_TAIL, re.DOTALL)
 # a no-op without o2 (the periodic noop): (o, ts); it yields no event.
