@@ -60,33 +60,43 @@ def heap_and_gate(
     shards: int, per_shard: int, *, batched: bool = False
 ) -> tuple[float, float, int]:
     """Events/s through add_batch + next_ready (or pop_ready, ``batched``) alone."""
-    batches = {f"s{n}": _shard_events(oplog_bytes(per_shard, seed=n)) for n in range(shards)}
+    batches = shard_event_batches(shards, per_shard)
+    return median_rate(
+        lambda: drain_merger(batches, batched=batched), REPEATS, clock=time.process_time
+    )
 
-    def run() -> int:
-        merger = AsyncResultsMerger()
-        for name in batches:
-            merger.add_remote(name)
-        cursors = dict.fromkeys(batches, 0)
-        popped = 0
-        while not merger.drained():
-            for name, shard_batches in batches.items():
-                if merger.needs_data(name):
-                    index = cursors[name]
-                    events, promise = shard_batches[index]
-                    cursors[name] = index + 1
-                    merger.add_batch(
-                        name, events, promise, exhausted=index + 1 == len(shard_batches)
-                    )
-            if batched:
-                while released := merger.pop_ready(1000):
-                    popped += len(released)
-            else:
-                while merger.ready():
-                    merger.next_ready()
-                    popped += 1
-        return popped
 
-    return median_rate(run, REPEATS, clock=time.process_time)
+def shard_event_batches(
+    shards: int, per_shard: int
+) -> dict[str, list[tuple[list[ChangeEvent], ResumeToken]]]:
+    """Each shard's transformed events in batches with their promises (seeds 0..shards-1)."""
+    return {f"s{n}": _shard_events(oplog_bytes(per_shard, seed=n)) for n in range(shards)}
+
+
+def drain_merger(
+    batches: dict[str, list[tuple[list[ChangeEvent], ResumeToken]]], *, batched: bool = False
+) -> int:
+    """Feed every shard's batches to a fresh AsyncResultsMerger and pop all; the count."""
+    merger = AsyncResultsMerger()
+    for name in batches:
+        merger.add_remote(name)
+    cursors = dict.fromkeys(batches, 0)
+    popped = 0
+    while not merger.drained():
+        for name, shard_batches in batches.items():
+            if merger.needs_data(name):
+                index = cursors[name]
+                events, promise = shard_batches[index]
+                cursors[name] = index + 1
+                merger.add_batch(name, events, promise, exhausted=index + 1 == len(shard_batches))
+        if batched:
+            while released := merger.pop_ready(1000):
+                popped += len(released)
+        else:
+            while merger.ready():
+                merger.next_ready()
+                popped += 1
+    return popped
 
 
 def end_to_end(shards: int, per_shard: int, directory: Path) -> None:
