@@ -13,7 +13,9 @@ In one run, on the same four ``oplog.bson`` files:
   shards in 2 threads, and the reference path (decode everything, MergedStream);
 * the encoded merge alone (of ready keys and events) and the raw token
   template (hexlify of the assembled KeyString);
-* peak RSS of the one-core replay at a tenth of the corpus, to show it does not grow.
+* peak RSS of the one-core replay at a tenth of the corpus, to show it does not grow;
+* 16 shards of the same total size (one process and ``--workers 2``), next to the
+  decode rate of those 16 files.
 
 Prints a table, writes ``benchmarks/results/replay_throughput.json`` and
 ``benchmarks/replay_throughput.png``.
@@ -100,6 +102,20 @@ def threaded_merge(shards: Shards, threads: int = 2) -> int:
     return count
 
 
+def sixteen_shards(per_shard: int, repeats: int) -> list[Rate]:
+    """The same measurements on 16 shards of the same total size, with their own baseline."""
+    shards = corpus(per_shard, shards=16)
+    entries = count_entries(shards)
+    measured = Measured()
+    measured.add("decode_file_iter, 16-shard files", "entries", lambda: count_entries(shards))
+    bson_flags = ["--output-format", "bson"]
+    measured.add_subprocess("replay bson, 16 shards, 1 process", shards, bson_flags, entries)
+    measured.add_subprocess(
+        "replay bson, 16 shards, --workers 2", shards, [*bson_flags, "--workers", "2"], entries
+    )
+    return measured.run(repeats)
+
+
 def encoded_merge_alone(shards: Shards, repeats: int) -> Rate:
     """The merge of already encoded (key, event) batches: its own cost."""
     merged = OPTIONS.with_options(merged_by_router=True)
@@ -164,6 +180,7 @@ def main() -> None:
     )
     reference.add("decode_file_iter, the same files", "entries", lambda: count_entries(small))
     rates += reference.run(repeats)
+    rates += sixteen_shards(per_shard * 4 // 16, repeats)
     rates.append(encoded_merge_alone(shards, repeats))
     rates.append(raw_token_template(repeats))
     header = (
@@ -175,6 +192,13 @@ def main() -> None:
     print(format_table(rates, decode))
     one_core = rates[1].per_second
     print(f"--workers 2 / one core: {rates[2].per_second / one_core:.2f}x")
+    by_name = {rate.name: rate.per_second for rate in rates}
+    decode16 = by_name["decode_file_iter, 16-shard files"]
+    one16 = by_name["replay bson, 16 shards, 1 process"]
+    print(
+        f"16 shards: one process / decode of the same 16 files: {one16 / decode16:.2f}x; "
+        f"--workers 2 / one process: {by_name['replay bson, 16 shards, --workers 2'] / one16:.2f}x"
+    )
     results = {
         "header": header,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
