@@ -20,7 +20,7 @@ import io
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import bson
@@ -81,6 +81,14 @@ class ClusterClock:
             return self._last
 
 
+def insert_entry(ns: str, document: Mapping[str, Any], ts: Timestamp) -> dict[str, Any]:
+    """The oplog entry of inserting ``document`` into ``ns`` at ``ts``, logged now."""
+    return {
+        "op": "i", "ns": ns, "ui": _UUID, "o": document, "o2": {"_id": document["_id"]},
+        "ts": ts, "t": Int64(1), "v": Int64(2), "wall": datetime.datetime.now(datetime.UTC),
+    }  # fmt: skip
+
+
 def write_loop(
     shards: Sequence[EmulatedReplicaSet],
     per_second: float,
@@ -104,13 +112,9 @@ def write_loop(
         shard = shards[key % len(shards)]
         ts = clock.tick()
         document: dict[str, Any] = {"_id": key, "sent": time.time()}
-        wall = datetime.datetime.now(datetime.UTC)
         if store:
             shard.insert(ns, document)
-        shard.append(
-            {"op": "i", "ns": ns, "ui": _UUID, "o": document, "o2": {"_id": key},
-             "ts": ts, "t": Int64(1), "v": Int64(2), "wall": wall}
-        )  # fmt: skip
+        shard.append(insert_entry(ns, document, ts))
         shard.set_majority(ts)
         key += 1
         due += period
