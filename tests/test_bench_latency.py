@@ -118,7 +118,9 @@ def test_the_bench_writer_and_a_native_stand_in_see_the_same_events(
     monkeypatch.setattr(Collection, "insert_many", insert_many)
     monkeypatch.setattr(MongoClient, "watch", native_watch)
     argv = ["--uri", cluster.uri, "--duration", "1", "--write-rate", "50", "--readers", "thread"]
-    report, out = _bench([*argv, "--namespace", "bench.own"], capsys)
+    options = ["--namespace", "bench.own", "--max-await-ms", "100", "--no-shard-monitor"]
+    report, out = _bench([*argv, *options], capsys)
+    assert (report["max_await_ms"], report["shard_monitor"]) == (100, False)
     assert report["writer"] == "this process"
     assert report["namespace"] == "bench.own"
     for name in ("shardstream", "native"):

@@ -95,6 +95,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--max-await-ms", type=int, default=500, metavar="MS", help="per empty getMore (500)"
     )
     tail.add_argument(
+        "--no-shard-monitor", action="store_true", help="shardstream without its config monitor"
+    )
+    tail.add_argument(
         "--namespace",
         metavar="DB.COLL",
         help="the bench collection (shardstream_bench.events); on a real cluster shard it, "

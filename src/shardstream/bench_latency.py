@@ -58,6 +58,7 @@ def measure_from_args(args: argparse.Namespace) -> dict[str, Any]:
         tailer=args.tailer,
         shard_collection=args.shard_collection,
         max_await_ms=args.max_await_ms,
+        monitor_shards=not args.no_shard_monitor,
     )
 
 
@@ -71,6 +72,7 @@ def measure_latency(
     tailer: str = "thread",
     shard_collection: bool = False,
     max_await_ms: int = 500,
+    monitor_shards: bool = True,
     idle_timeout_s: float = 30.0,
 ) -> dict[str, Any]:
     """Run the live tail (see the module); the JSON report.
@@ -96,7 +98,12 @@ def measure_latency(
     except PyMongoError as exc:
         raise ShardstreamError(f"bad --uri: {error_text(exc, uri)}") from exc
     try:
-        options = {"tailer": tailer, "max_await_ms": max_await_ms, "idle_timeout_s": idle_timeout_s}
+        options = {
+            "tailer": tailer,
+            "max_await_ms": max_await_ms,
+            "monitor_shards": monitor_shards,
+            "idle_timeout_s": idle_timeout_s,
+        }
         return _run(client, uri, (db, coll), write_rate, duration_s, readers, shard_collection,
                     options)  # fmt: skip
     except PyMongoError as exc:
@@ -165,6 +172,7 @@ def _run(
         "readers": readers,
         "tailer": options["tailer"],
         "max_await_ms": options["max_await_ms"],
+        "shard_monitor": options["monitor_shards"],
     } | streams
     return {"header": header(report)} | report
 

@@ -116,8 +116,9 @@ def header(report: Mapping[str, Any]) -> str:
     return (
         f"live tail on {report['server']}, {report['duration_s']:g} s into "
         f"{report['namespace']} by {writer}: {report['written']:,} written "
-        f"({report['achieved_write_rate']:,.0f}/s); readers in {report['readers']}s, "
-        f"shardstream tailer {report['tailer']}, max await {report['max_await_ms']} ms"
+        f"({report['achieved_write_rate']:,.0f}/s); readers: {report['readers']}, shardstream "
+        f"tailer {report['tailer']}, shard monitor {'on' if report['shard_monitor'] else 'off'}, "
+        f"max await {report['max_await_ms']} ms"
     )
 
 

@@ -43,6 +43,7 @@ class TailSpec:
     namespace: str  # "db.coll": the bench's inserts; every other event is only counted
     tailer: str = "thread"
     max_await_ms: int = 500
+    monitor_shards: bool = True  # shardstream's config.shards monitor (watch's default)
     idle_timeout_s: float = 30.0
 
 
@@ -77,6 +78,7 @@ def _ours(spec: TailSpec) -> Any:
         start_at_operation_time=spec.start,
         max_await_time_ms=spec.max_await_ms,
         tailer=spec.tailer,
+        monitor_shards=spec.monitor_shards,
     )
 
 
