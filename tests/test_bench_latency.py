@@ -8,6 +8,7 @@ the native side is unavailable, or a stand-in.  No timing is asserted.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Iterator
@@ -99,7 +100,10 @@ def test_the_bench_says_when_mongos_takes_no_insert(
 
 
 def test_the_bench_writer_and_a_native_stand_in_see_the_same_events(
-    cluster: EmulatedCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cluster: EmulatedCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Stand-ins for a real mongos: insert_many logs each document on a shard, and the
     # "native" stream is shardstream's own, opened at the same cluster time.
@@ -119,7 +123,9 @@ def test_the_bench_writer_and_a_native_stand_in_see_the_same_events(
     monkeypatch.setattr(MongoClient, "watch", native_watch)
     argv = ["--uri", cluster.uri, "--duration", "1", "--write-rate", "50", "--readers", "thread"]
     options = ["--namespace", "bench.own", "--max-await-ms", "100", "--no-shard-monitor"]
-    report, out = _bench([*argv, *options], capsys)
+    plot = tmp_path / "latency.png"
+    report, out = _bench([*argv, *options, "--plot", str(plot)], capsys)
+    assert importlib.util.find_spec("matplotlib") is None or plot.stat().st_size > 0
     assert (report["max_await_ms"], report["shard_monitor"]) == (100, False)
     assert report["writer"] == "this process"
     assert report["namespace"] == "bench.own"

@@ -184,19 +184,18 @@ def _run_live(args: argparse.Namespace) -> int:
 def _run_latency(args: argparse.Namespace) -> int:
     # pymongo's client is imported only by the live modes (see shardstream/__init__.py).
     from shardstream.bench_latency import measure_from_args
-    from shardstream.bench_latency_report import format_latency_table
+    from shardstream.bench_latency_report import format_latency_table, plot_latency
 
     try:
         report = measure_from_args(args)
     except ShardstreamError as exc:
         print(f"shardstream bench: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
         return 1
-    rates = [
-        Rate(name, report[name]["events_per_s"] or 0.0, 0.0, report[name]["events"], "events")
-        for name in ("shardstream", "native")
-        if report[name]["available"]
-    ]
-    _write(args, rates, report)  # first: the files are kept if stdout is closed early
+    # The files first: they are kept if stdout is closed early.
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot and not plot_latency(report, args.plot):
+        print("shardstream bench: no plot: matplotlib is not installed", file=sys.stderr)
     print(format_latency_table(report))
     print(json.dumps(report))
     return 0

@@ -8,6 +8,7 @@ unexpected (seen, in the window, never written by this run's writer).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +121,34 @@ def header(report: Mapping[str, Any]) -> str:
         f"tailer {report['tailer']}, shard monitor {'on' if report['shard_monitor'] else 'off'}, "
         f"max await {report['max_await_ms']} ms"
     )
+
+
+def plot_latency(report: Mapping[str, Any], path: str) -> bool:
+    """Bars of each available stream's latency percentiles, in ms; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    keys = ("p50", "p95", "p99", "max")
+    runs = [(n, report[n]) for n in ("shardstream", "native") if report[n].get("latency_s")]
+    figure, axes = plt.subplots(figsize=(8, 3.2))
+    height = 0.8 / max(len(runs), 1)
+    for index, (name, run) in enumerate(runs):
+        values = [run["latency_s"][key] * 1000 for key in keys]
+        positions = [k + index * height for k in range(len(keys))]
+        axes.barh(positions, values, height=height, label=name)
+    axes.set_yticks([k + height * (len(runs) - 1) / 2 for k in range(len(keys))], keys)
+    axes.set_xlabel("latency, ms (out of the stream - insert time)")
+    axes.set_title(textwrap.fill(report["header"], 110), fontsize=7)
+    axes.invert_yaxis()
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
 
 
 def _row(name: str, run: Mapping[str, Any]) -> str:
