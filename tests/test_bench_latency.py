@@ -137,6 +137,17 @@ def test_the_bench_writer_and_a_native_stand_in_see_the_same_events(
     assert "50 inserts/s requested, from this process" in out
 
 
+def test_shard_collection_reports_the_servers_refusal(
+    cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--uri", cluster.uri, "--duration", "1", "--write-rate", "0", "--shard-collection"]
+    assert main(["bench", *argv]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "--shard-collection failed: CommandNotFound (59): no such command: 'enableSharding'" in err
+    )
+
+
 def test_the_password_of_the_uri_never_shows(
     cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -125,9 +125,12 @@ def _run(
     namespace = ".".join(names)
     build = client.admin.command("buildInfo")
     emulated = build.get("gitVersion") == "shardstream-emulator"
-    if shard_collection:
-        client.admin.command("enableSharding", names[0])
-        client.admin.command("shardCollection", namespace, key={"_id": "hashed"})
+    if shard_collection:  # hashed _id: the writer's inserts spread over every shard
+        try:
+            client.admin.command("enableSharding", names[0])
+            client.admin.command("shardCollection", namespace, key={"_id": "hashed"})
+        except PyMongoError as exc:
+            raise ShardstreamError(f"--shard-collection failed: {error_text(exc, uri)}") from exc
     start = cluster_time(client)
     specs = {
         kind: TailSpec(kind, uri, start, namespace, **options) for kind in ("shardstream", "native")
