@@ -18,7 +18,8 @@ emulator competing with it inside one interpreter.
 
 All writes and no-ops take their ``ts`` from one cluster clock (wall seconds, increment),
 as if cluster time were gossiped to every shard, so a no-op is always later than the
-writes before it. Times are ``time.monotonic()``, one clock for every process here.
+writes before it (``shardstream.bench_emulated``'s writers, shared with ``shardstream bench``).
+Insert times are ``time.time()``, one clock for every process here.
 """
 
 from __future__ import annotations
@@ -35,18 +36,15 @@ import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 import bson
 import pymongo
-from bson.int64 import Int64
 from bson.raw_bson import RawBSONDocument
-from bson.timestamp import Timestamp
 
 import shardstream
 from benchmarks.corpus import oplog_bytes
 from benchmarks.timing import median_rate
-from shardstream.bench_emulated import CORPUS_START, preload
+from shardstream.bench_emulated import CORPUS_START, ClusterClock, noop_loop, preload, write_loop
 from shardstream.merger import MergedStream
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.file_source import FileOplogSource
@@ -64,48 +62,6 @@ _RAW = bson.CodecOptions(document_class=RawBSONDocument)
 # -- the emulator process ----------------------------------------------------------------
 
 
-class _ClusterClock:
-    """One hybrid clock for the whole cluster: (wall seconds, increment)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last = Timestamp(0, 0)
-
-    def tick(self) -> Timestamp:
-        with self._lock:
-            now = int(time.time())
-            last = self._last
-            self._last = (
-                Timestamp(now, 1) if now > last.time else Timestamp(last.time, last.inc + 1)
-            )
-            return self._last
-
-
-def _write_loop(shards: list[Any], rate: float, clock: _ClusterClock, stop: threading.Event):
-    """Append one insert per slot, round-robin over ``shards``, committed at once."""
-    period, due, key = 1 / (rate * len(shards)), time.monotonic(), 0
-    while not stop.is_set():
-        shard = shards[key % len(shards)]
-        ts = clock.tick()
-        document = {"_id": key, "sent": time.monotonic()}
-        shard.append(
-            {"op": "i", "ns": "shop.orders", "ui": _UUID, "o": document, "o2": {"_id": key},
-             "ts": ts, "t": Int64(1), "v": Int64(2), "wall": ts.as_datetime()}
-        )  # fmt: skip
-        shard.set_majority(ts)
-        key += 1
-        due += period
-        stop.wait(max(0.0, due - time.monotonic()))
-
-
-def _noop_loop(shard: Any, interval: float, clock: _ClusterClock, stop: threading.Event):
-    """The idle shard's periodic no-op writer: its majority point moves only here."""
-    while not stop.wait(interval):
-        ts = clock.tick()
-        shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": ts, "t": Int64(1)})
-        shard.set_majority(ts)
-
-
 def _emulator_main(conn: Connection) -> None:
     from shardstream.emulator import EmulatedCluster  # only this process serves
 
@@ -113,20 +69,16 @@ def _emulator_main(conn: Connection) -> None:
         # Plus a later no-op on every shard, so the corpus's last events leave the gate.
         preload(cluster, [conn.recv_bytes() for _ in cluster.shards])
         conn.send((cluster.uri, time.process_time()))
-        clock, stop, threads = _ClusterClock(), threading.Event(), []
+        clock, stop, threads = ClusterClock(), threading.Event(), []
         while True:  # bounded: the parent always ends with "exit"
             command, args = conn.recv()
             if command == "live":
                 busy, interval = args
                 stop.clear()
-                threads = [
-                    threading.Thread(
-                        target=_write_loop,
-                        args=(cluster.shards[:busy], WRITES_PER_SHARD_S, clock, stop),
-                    )
-                ]
+                writer = (cluster.shards[:busy], WRITES_PER_SHARD_S * busy, clock, stop)
+                threads = [threading.Thread(target=write_loop, args=writer)]
                 threads += [
-                    threading.Thread(target=_noop_loop, args=(shard, interval, clock, stop))
+                    threading.Thread(target=noop_loop, args=(shard, interval, clock, stop))
                     for shard in cluster.shards[busy:]
                 ]
                 for thread in threads:
@@ -138,9 +90,6 @@ def _emulator_main(conn: Connection) -> None:
             elif command == "exit":
                 break
             conn.send(time.process_time())
-
-
-_UUID = bson.Binary(bytes(range(16)), 4)
 
 
 # -- the reader (this process) -----------------------------------------------------------
@@ -236,7 +185,7 @@ def _lag(uri: str, seconds: float, max_await_ms: int, tailer: str, monitor: bool
         while time.monotonic() - began < seconds:  # bounded by the clock
             event = stream.try_next()
             if event is not None and time.monotonic() - began > WARM_UP_S:
-                latencies.append(time.monotonic() - event["fullDocument"]["sent"])
+                latencies.append(time.time() - event["fullDocument"]["sent"])
     return latencies
 
 

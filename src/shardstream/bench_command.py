@@ -77,14 +77,55 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--events", type=int, default=100_000, metavar="N", help="at most N events (100000)"
     )
     live.add_argument("--tailer", default="thread", choices=["thread", "process"])
+    tail = bench.add_argument_group(
+        "live tail",
+        "with --uri and --duration: both streams open now, at once, while a writer inserts "
+        "through mongos; latency = out of the stream - the document's insert time",
+    )
+    tail.add_argument("--duration", type=float, metavar="S", help="write and tail for S seconds")
+    tail.add_argument(
+        "--write-rate",
+        type=float,
+        default=1000.0,
+        metavar="N",
+        help="inserts/s through mongos (1000); 0: another writer inserts (the emulator's: "
+        "python -m shardstream.bench_emulated --write-rate N), counted through mongos",
+    )
+    tail.add_argument(
+        "--max-await-ms", type=int, default=500, metavar="MS", help="per empty getMore (500)"
+    )
+    tail.add_argument(
+        "--no-shard-monitor", action="store_true", help="shardstream without its config monitor"
+    )
+    tail.add_argument(
+        "--namespace",
+        metavar="DB.COLL",
+        help="the bench collection (shardstream_bench.events); on a real cluster shard it, "
+        "or all writes go to one shard",
+    )
+    tail.add_argument(
+        "--shard-collection",
+        action="store_true",
+        help="first run enableSharding and shardCollection with a hashed _id key",
+    )
+    tail.add_argument(
+        "--readers",
+        default="process",
+        choices=["thread", "process"],
+        help="each stream read in its own process (default: no shared GIL) or thread",
+    )
     bench.set_defaults(handler=run_bench)
 
 
 def run_bench(args: argparse.Namespace) -> int:
     """Run ``bench``; errors end it with exit code 1 and one line on stderr."""
+    if args.uri and args.duration is not None:
+        return _run_latency(args)
     if args.uri:
         return _run_live(args)
     try:
+        if args.duration is not None:
+            raise ConfigurationError("expected --uri with --duration, got no --uri")
         if args.start_at_operation_time or args.since_seconds is not None:
             raise ConfigurationError(
                 "expected --uri with --start-at-operation-time or --since-seconds, got no --uri"
@@ -136,6 +177,26 @@ def _run_live(args: argparse.Namespace) -> int:
     ]
     _write(args, rates, report)  # first: the files are kept if stdout is closed early
     print(format_live_table(report))
+    print(json.dumps(report))
+    return 0
+
+
+def _run_latency(args: argparse.Namespace) -> int:
+    # pymongo's client is imported only by the live modes (see shardstream/__init__.py).
+    from shardstream.bench_latency import measure_from_args
+    from shardstream.bench_latency_report import format_latency_table, plot_latency
+
+    try:
+        report = measure_from_args(args)
+    except ShardstreamError as exc:
+        print(f"shardstream bench: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
+        return 1
+    # The files first: they are kept if stdout is closed early.
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot and not plot_latency(report, args.plot):
+        print("shardstream bench: no plot: matplotlib is not installed", file=sys.stderr)
+    print(format_latency_table(report))
     print(json.dumps(report))
     return 0
 

@@ -1,31 +1,40 @@
-"""An emulated cluster preloaded with the seeded corpus, for ``shardstream bench --uri``.
+"""An emulated cluster for ``shardstream bench --uri``: preloaded, and optionally written to.
 
-``python -m shardstream.bench_emulated [SHARDS] [ENTRIES_PER_SHARD]`` starts an
-:class:`~shardstream.emulator.EmulatedCluster` (mongos, config server, SHARDS
+``python -m shardstream.bench_emulated [SHARDS] [ENTRIES_PER_SHARD] [--write-rate N]``
+starts an :class:`~shardstream.emulator.EmulatedCluster` (mongos, config server, SHARDS
 single-node shards; default 4 x 50,000 entries), preloads every shard with the corpus
 of :mod:`shardstream.bench_corpus` (seed = shard number), prints the mongos URI and the
 ``--start-at-operation-time`` to bench from, and serves until its stdin closes or it is
 interrupted.  Run it as its own process, so that its serving threads do not take the
-GIL of the process being measured.  (The emulated mongos has no ``aggregate``: only
-shardstream's side of the bench can run against it.)
+GIL of the process being measured.  (The emulated mongos has no ``aggregate`` and no
+``insert``: only shardstream's side of the bench can run against it, and writes are
+made here, by :func:`write_loop`, for ``bench --write-rate 0 --duration S``.)
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import datetime
 import io
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import bson
+from bson.int64 import Int64
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.bench_corpus import oplog_bytes
-from shardstream.emulator import EmulatedCluster
+from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 
 CORPUS_START = Timestamp(1_700_000_000, 1)  # the corpus's first ts
+BENCH_NAMESPACE = "shardstream_bench.events"  # where bench writers insert
 _RAW = bson.CodecOptions(document_class=RawBSONDocument)
+_UUID = bson.Binary(bytes(range(16)), 4)
 
 
 def preload(cluster: EmulatedCluster, oplogs: Sequence[bytes]) -> Timestamp:
@@ -50,17 +59,114 @@ def preload(cluster: EmulatedCluster, oplogs: Sequence[bytes]) -> Timestamp:
     return end
 
 
+class ClusterClock:
+    """One hybrid clock for the whole cluster: (wall seconds, increment).
+
+    As if cluster time were gossiped to every shard: a no-op is always later than the
+    writes before it, on any shard, so the merge never waits on a stale shard's clock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = Timestamp(0, 0)
+
+    def tick(self) -> Timestamp:
+        """The next cluster time (never earlier than one already handed out)."""
+        with self._lock:
+            now = int(time.time())
+            last = self._last
+            self._last = (
+                Timestamp(now, 1) if now > last.time else Timestamp(last.time, last.inc + 1)
+            )
+            return self._last
+
+
+def insert_entry(ns: str, document: Mapping[str, Any], ts: Timestamp) -> dict[str, Any]:
+    """The oplog entry of inserting ``document`` into ``ns`` at ``ts``, logged now."""
+    return {
+        "op": "i", "ns": ns, "ui": _UUID, "o": document, "o2": {"_id": document["_id"]},
+        "ts": ts, "t": Int64(1), "v": Int64(2), "wall": datetime.datetime.now(datetime.UTC),
+    }  # fmt: skip
+
+
+def write_loop(
+    shards: Sequence[EmulatedReplicaSet],
+    per_second: float,
+    clock: ClusterClock,
+    stop: threading.Event,
+    *,
+    ns: str = "shop.orders",
+    store: bool = False,
+) -> None:
+    """Insert ``per_second`` documents a second, round-robin over ``shards``, until ``stop``.
+
+    Each document is ``{_id: n, sent: time.time()}``: its insert time on a clock that
+    every process of the machine shares, for latency = out of the stream - ``sent``.
+    The oplog entry's ``wall`` is the wall clock too (as a mongod's), and the majority
+    point moves at once, so an entry is readable as soon as it is logged.  With
+    ``store``, the document is also kept in the shard's collection ``ns``, so that a
+    ``find`` through mongos counts what was written (as after a real insert).
+    """
+    period, due, key = 1 / per_second, time.monotonic(), 0
+    while not stop.is_set():
+        shard = shards[key % len(shards)]
+        ts = clock.tick()
+        document: dict[str, Any] = {"_id": key, "sent": time.time()}
+        if store:
+            shard.insert(ns, document)
+        shard.append(insert_entry(ns, document, ts))
+        shard.set_majority(ts)
+        key += 1
+        due += period
+        stop.wait(max(0.0, due - time.monotonic()))
+
+
+def noop_loop(
+    shard: EmulatedReplicaSet, interval: float, clock: ClusterClock, stop: threading.Event
+) -> None:
+    """A shard's periodic no-op writer (a mongod's ``periodicNoopIntervalSecs``)."""
+    while not stop.wait(interval):
+        ts = clock.tick()
+        shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": ts, "t": Int64(1)})
+        shard.set_majority(ts)
+
+
 def main(argv: Sequence[str]) -> int:
     """Serve a preloaded cluster until stdin closes; print its URI and start time."""
-    shards = int(argv[0]) if argv else 4
-    entries = int(argv[1]) if len(argv) > 1 else 50_000
-    with EmulatedCluster(shards=shards) as cluster:
-        preload(cluster, [oplog_bytes(entries, seed=n) for n in range(shards)])
+    parser = argparse.ArgumentParser(prog="python -m shardstream.bench_emulated")
+    parser.add_argument("shards", nargs="?", type=int, default=4)
+    parser.add_argument("entries", nargs="?", type=int, default=50_000, help="per shard")
+    parser.add_argument(
+        "--write-rate", type=float, default=0.0, metavar="N", help="inserts/s over all shards"
+    )
+    parser.add_argument("--namespace", default=BENCH_NAMESPACE, metavar="DB.COLL")
+    parser.add_argument(
+        "--noop-interval", type=float, default=10.0, metavar="S", help="per shard (10)"
+    )
+    args = parser.parse_args(argv)
+    with EmulatedCluster(shards=args.shards) as cluster:
+        preload(cluster, [oplog_bytes(args.entries, seed=n) for n in range(args.shards)])
+        clock, stop = ClusterClock(), threading.Event()
+        threads = [
+            threading.Thread(target=noop_loop, args=(shard, args.noop_interval, clock, stop))
+            for shard in cluster.shards
+        ]
+        if args.write_rate > 0:
+            options = {"ns": args.namespace, "store": True}
+            writer = (cluster.shards, args.write_rate, clock, stop)
+            threads.append(threading.Thread(target=write_loop, args=writer, kwargs=options))
+        for thread in threads:
+            thread.start()
         start = f"{CORPUS_START.time},{CORPUS_START.inc}"
         sys.stdout.write(f"{cluster.uri} --start-at-operation-time {start}\n")
+        if args.write_rate > 0:
+            sys.stdout.write(f"writing {args.write_rate:g} inserts/s into {args.namespace}\n")
         sys.stdout.flush()
         with contextlib.suppress(KeyboardInterrupt):
             sys.stdin.read()
+        stop.set()
+        for thread in threads:
+            thread.join()
     return 0
 
 

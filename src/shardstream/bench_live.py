@@ -25,6 +25,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure, PyMongoError
 
+from shardstream.bench_latency_report import positions_report
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.merger.change_stream import watch
 from shardstream.oplog.redaction import redact_text
@@ -190,7 +191,9 @@ def measure_live(
 
         try:
             mine = _timed(ours, end, events, idle_timeout_s)
-            mine["shard_positions"] = _positions(mine["shard_positions"], cluster_time(client))
+            mine["shard_positions"] = positions_report(
+                mine["shard_positions"], cluster_time(client)
+            )
         except (ShardstreamError, PyMongoError) as exc:
             raise ShardstreamError(f"shardstream stream failed: {error_text(exc, uri)}") from exc
         try:
@@ -200,16 +203,6 @@ def measure_live(
     finally:
         client.close()
     return _report(uri, (start, end, events, tailer), mine, theirs)
-
-
-def _positions(positions: Mapping[str, Timestamp | None], now: Timestamp) -> dict[str, Any]:
-    return {
-        name: {
-            "position": None if ts is None else [ts.time, ts.inc],
-            "lag_s": None if ts is None else max(0, now.time - ts.time),
-        }
-        for name, ts in positions.items()
-    }
 
 
 def _report(
