@@ -41,6 +41,8 @@ class EventTemplates:
         # op-ns-ui run + "\x03o\x00" (the entry's bytes up to o's value) -> template; only
         # runs a full layout match has vouched for, so a hit proves the layout up to o.
         self.by_head: dict[bytes, CrudEventTemplate | None] = {}
+        # the same heads of ops inside applyOps that a whole-op match accepted
+        self.op_heads: set[bytes] = set()
         # (ns, ui, op[, txn op index]) -> template
         self.by_parts: dict[tuple[Any, ...], CrudEventTemplate | None] = {}
 

@@ -40,7 +40,7 @@ def laid_out_transaction_events(
     doc: bytes, templates: EventTemplates, start: int, keys: list[bytes], events: list[bytes]
 ) -> int:
     """Events of a transaction in mongod's layout; its ts, -1, or NOT_LAID_OUT."""
-    parsed = parse_laid_out_transaction(doc)
+    parsed = parse_laid_out_transaction(doc, templates.op_heads)
     if parsed is None:
         return NOT_LAID_OUT
     leading, ts_value, wall_value, ops = parsed
@@ -60,13 +60,15 @@ def laid_out_transaction_events(
             continue
         op = run[8]
         description = b""
+        # o's own length must agree with its frame, or the entry is not valid BSON (the
+        # reference path reports it); an update's diff is read inside it.
+        if len(o) < 5 or o[-1] or int.from_bytes(o[:4], "little") != len(o):
+            return -1
         if op == UPDATE:
             update = update_description_bytes(o)
             if update is None:
                 return -1
             description = update
-        elif int.from_bytes(o[:4], "little") != len(o) or o[-1] != 0:
-            return -1
         sort_key, event = write_crud_event(
             template,
             ts,

@@ -13,6 +13,7 @@ reference path, which also raises the server's errors.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from typing import Final
 
 from shardstream.transform.raw_entry import (
@@ -21,6 +22,7 @@ from shardstream.transform.raw_entry import (
     TRANSACTION_TAIL,
     elements,
 )
+from shardstream.transform.raw_event_writer import OBJECT_ID_KEY_HEADER, OBJECT_ID_KEY_SIZE
 
 # {ts: Timestamp(0, 0), t: NumberLong(-1)}: the prevOpTime of a transaction's first entry.
 NULL_OP_TIME: Final = (
@@ -60,17 +62,27 @@ _APPLY_OPS: Final = b"\x03o\x00"
 _APPLY_OPS_ARRAY: Final = b"\x04applyOps\x00"
 _PREV_OP_TIME: Final = b"\x03prevOpTime\x00" + NULL_OP_TIME
 
+_read_int32: Final = struct.Struct("<i").unpack_from
+_OBJECT_FIELD: Final = b"\x03o\x00"
+_O2_KEY_HEADER: Final = b"\x03o2\x00" + OBJECT_ID_KEY_HEADER
+_DELETE: Final = 0x64  # d
+# An op's head: op (10), "\x02ns\x00" (4), ns length (4) + ns, ui (25), "\x03o\x00" (3).
+_HEAD_SIZE: Final = 46
+_SHORTEST_OP: Final = _HEAD_SIZE + 2 + OBJECT_ID_KEY_SIZE  # keeps the ns length read in bounds
 # One op of a transaction in mongod's layout: (template key, o, documentKey) as matched by
 # OP_IN_APPLY_OPS_LAYOUT / DELETE_IN_APPLY_OPS_LAYOUT (o is the documentKey for a delete).
 LaidOutOp = tuple[bytes, bytes, bytes]
 
 
-def parse_laid_out_transaction(doc: bytes) -> tuple[bytes, bytes, bytes, list[LaidOutOp]] | None:
+def parse_laid_out_transaction(
+    doc: bytes, known_heads: set[bytes]
+) -> tuple[bytes, bytes, bytes, list[LaidOutOp]] | None:
     """A simple committed transaction in mongod's field order: (leading, ts, wall, ops).
 
     lsid, txnNumber, op, ns, o: {applyOps}, prevOpTime (null), ts, t, v, wall, each op
     laid out as mongod writes it.  None for any other layout (:func:`parse_transaction`
-    reads those).
+    reads those).  ``known_heads``: the bytes of ops up to their o's value that a full
+    layout match has vouched for; read and extended here (see :func:`_known_op`).
     """
     pos = 4
     leading = b""
@@ -105,23 +117,57 @@ def parse_laid_out_transaction(doc: bytes) -> tuple[bytes, bytes, bytes, list[La
         if doc[pos] != 0x03:
             return None
         at = doc.index(0, pos + 1, last) + 1  # the op document, after its index name
-        end = at + int.from_bytes(doc[at : at + 4], "little")
+        end = at + _read_int32(doc, at)[0]
         if end > last or doc[end - 1] != 0:
             return None
-        match = OP_IN_APPLY_OPS_LAYOUT.fullmatch(doc, at + 4, end - 1)
-        if match is not None:
-            ops.append(match.groups())  # type: ignore[arg-type]
-        else:
-            match = DELETE_IN_APPLY_OPS_LAYOUT.fullmatch(doc, at + 4, end - 1)
-            if match is None:
+        op = _known_op(doc, at + 4, end - 1, known_heads)
+        if op is None:
+            op = _laid_out_op(doc, at + 4, end - 1)
+            if op is None:
                 return None
-            ident, key = match.groups()
-            ops.append((ident, key, key))
+            known_heads.add(op[0] + _OBJECT_FIELD)
+        ops.append(op)
         pos = end
     if not ops or pos != last:
         return None
     ts, wall = tail.groups()
     return leading, ts, wall, ops
+
+
+def _laid_out_op(doc: bytes, at: int, end: int) -> LaidOutOp | None:
+    """The op whose elements are ``doc[at:end]``, matched as a whole."""
+    match = OP_IN_APPLY_OPS_LAYOUT.fullmatch(doc, at, end)
+    if match is not None:
+        return match.groups()  # type: ignore[return-value]
+    match = DELETE_IN_APPLY_OPS_LAYOUT.fullmatch(doc, at, end)
+    if match is None:
+        return None
+    ident, key = match.groups()
+    return ident, key, key
+
+
+def _known_op(doc: bytes, at: int, end: int, known_heads: set[bytes]) -> LaidOutOp | None:
+    """The same op when its bytes up to o's value are a known head; else None.
+
+    A head (op, ns, ui, ``\x03o\x00``) equal to one the whole-op match accepted needs no
+    second look; what follows o has a fixed size (``o2: {_id: ObjectId}``, or nothing
+    for a delete whose o is the key), so o is framed by position, as the match would.
+    """
+    if end - at < _SHORTEST_OP:
+        return None
+    head_end = at + _HEAD_SIZE + _read_int32(doc, at + 14)[0]
+    head = doc[at:head_end]
+    if head not in known_heads:
+        return None
+    if doc[at + 8] == _DELETE:
+        key = doc[head_end:end]
+        if len(key) != OBJECT_ID_KEY_SIZE or not key.startswith(OBJECT_ID_KEY_HEADER) or key[-1]:
+            return None
+        return head[:-3], key, key
+    o2_at = end - 4 - OBJECT_ID_KEY_SIZE
+    if o2_at < head_end + 5 or not doc.startswith(_O2_KEY_HEADER, o2_at) or doc[end - 1]:
+        return None
+    return head[:-3], doc[head_end:o2_at], doc[o2_at + 4 : end]
 
 
 def parse_transaction(doc: bytes) -> RawTransaction | None:
