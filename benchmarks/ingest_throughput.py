@@ -186,13 +186,15 @@ def _mirror_strategies(rows: int, changed: int) -> None:
             )
             mirror._load(needs)  # what a batch of updates reads first
             loaded = time.perf_counter()
-            changes = {row.key: row for row in (document(k, revision) for k in keys)}
+            changes: dict[tuple[str, str, str], MirrorRow | None] = {
+                row.key: row for row in (document(k, revision) for k in keys)
+            }
             if strategy == "MERGE":
                 commit = BatchCommit(app_id="bench", batch_id=revision, watermark=f"{revision:08X}")
                 mirror.write(PreparedBatch(changed, changed, MirrorChanges(changes)), commit)
             else:
                 source = _merge_source(changes).drop_columns(["_delete"]).cast(MIRROR_SCHEMA)
-                ids = ", ".join(_literal(row.document_id) for row in changes.values())
+                ids = ", ".join(_literal(row.document_id) for row in changes.values() if row)
                 predicate = f'"_documentId" IN ({ids})'
                 write_deltalake(
                     DeltaTable(str(root / "mirror")), source, mode="overwrite", predicate=predicate
