@@ -61,11 +61,11 @@ def _reference(shards: Shards, options: ChangeStreamOptions) -> bytes:
 
 
 @pytest.mark.parametrize(("count", "total"), [(1, 1), (2, 4), (2, 5), (3, 4), (4, 4), (3, 8)])
-def test_blocks_are_contiguous_larger_first_and_cover_every_shard(count: int, total: int) -> None:
+def test_blocks_are_contiguous_smaller_first_and_cover_every_shard(count: int, total: int) -> None:
     dealt = blocks(count, total)
     assert [i for block in dealt for i in block] == list(range(total))
     sizes = [len(block) for block in dealt]
-    assert sizes == sorted(sizes, reverse=True)
+    assert sizes == sorted(sizes)
     assert sizes[0] - sizes[-1] <= 1
 
 
@@ -119,7 +119,7 @@ def test_the_first_invalidate_ends_the_stream_wherever_its_shard_is(
     assert _replay(tmp_path, shards, options, workers) == expected
 
 
-@pytest.mark.parametrize("bad", ["a", "d"])  # read by a worker; read by this process
+@pytest.mark.parametrize("bad", ["a", "d"])  # read by this process; read by a worker
 def test_a_bad_shard_fails_with_its_name(bad: str, tmp_path: Path) -> None:
     oplogs = {name: list(generate_entries(60, n)) for n, name in enumerate("abcd")}
     oplogs[bad][10], oplogs[bad][20] = oplogs[bad][20], oplogs[bad][10]
@@ -135,12 +135,12 @@ def test_a_worker_that_dies_fails_the_replay_naming_its_shards(
     real = shard_workers.shard_batches
 
     def dying(name: str, path: str, options: ChangeStreamOptions) -> Iterator[EncodedBatch]:
-        if name == "b":  # in a forked worker: the patch is inherited
+        if name == "c":  # in a forked worker: the patch is inherited
             os._exit(3)
         return real(name, path, options)
 
     monkeypatch.setattr(shard_workers, "shard_batches", dying)
-    with pytest.raises(ShardstreamError, match="reading shards 'a', 'b' ended early"):
+    with pytest.raises(ShardstreamError, match="reading shards 'c', 'd' ended early"):
         _replay(tmp_path, shards, ChangeStreamOptions(), 2)
 
 
@@ -151,7 +151,7 @@ def test_a_bug_in_a_worker_arrives_as_a_shardstream_error(
     real = shard_workers.shard_batches
 
     def broken(name: str, path: str, options: ChangeStreamOptions) -> Iterator[EncodedBatch]:
-        if name == "a":  # a worker's shard ('c' is read by this process)
+        if name == "c":  # a worker's shard ('a' is read by this process)
             raise RuntimeError("boom")
         return real(name, path, options)
 

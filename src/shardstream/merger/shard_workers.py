@@ -47,23 +47,23 @@ def _start_time(options: ChangeStreamOptions) -> Any:
 
 
 def blocks(count: int, total: int) -> list[range]:
-    """Shards 0..total-1 dealt into ``count`` contiguous blocks, the larger (by one) first.
+    """Shards 0..total-1 dealt into ``count`` contiguous blocks, the smaller (by one) first.
 
     Contiguous, so merging the blocks' merged streams in block order breaks ties of equal
     keys by shard order, exactly as one merge of all the shards does.
     """
     size, extra = divmod(total, count)
-    cuts = list(accumulate(size + (i < extra) for i in range(count)))
-    return [range(stop - size - (i < extra), stop) for i, stop in enumerate(cuts)]
+    sizes = [size + (i >= count - extra) for i in range(count)]
+    return [range(stop - n, stop) for n, stop in zip(sizes, accumulate(sizes), strict=True)]
 
 
 class WorkerPool:
     """``shards`` (name, path) read by ``processes`` processes: this one and forked workers.
 
     The shards are dealt in contiguous blocks (:func:`blocks`); each worker merges its block
-    and sends the merged stream; this process reads the last block's shards itself, while
-    it merges.  With two cores, two processes keep both busy: a third, merging only, would
-    take turns with the workers on the cores (and its transport would cost more).
+    and sends the merged stream; this process reads the first (smallest: it also merges)
+    block's shards itself.  With two cores, two processes keep both busy: a third, merging
+    only, would take turns with the workers on the cores (and its transport cost more).
 
     The workers are forked: they inherit the rings their batches go through (see
     :mod:`batch_pipe`); a replay has no other threads whose locks a fork could copy.
@@ -79,7 +79,7 @@ class WorkerPool:
         self._readers: list[BatchReader] = []
         self._connections: list[Connection] = []
         self._processes: list[Any] = []
-        for block in self._blocks[:-1]:
+        for block in self._blocks[1:]:
             ring = new_ring()
             receive, send = context.Pipe(duplex=False)
             doorbell, ring_doorbell = context.Pipe(duplex=False)
@@ -96,15 +96,18 @@ class WorkerPool:
             )
 
     def streams(self) -> list[Iterator[EncodedBatch]]:
-        """The streams to merge, in shard order: one per worker, then this process's shards.
+        """The streams to merge, in shard order: this process's shards, then one per worker.
+
+        The merge reads its streams in that order too: at the start, this process encodes
+        its first batches while the workers encode theirs.
 
         A worker's batch's events are valid until the next batch of its stream is asked for
         (they are views of the worker's ring): a consumer writes them out before it asks, as
         :func:`merge_encoded` and the replay do.
         """
         remote = [_received(reader, self._readers) for reader in self._readers]
-        local = [shard_batches(name, path, self._options) for name, path in self._blocks[-1]]
-        return [*remote, *local]
+        local = [shard_batches(name, path, self._options) for name, path in self._blocks[0]]
+        return [*local, *remote]
 
     def close(self) -> None:
         """Stop the workers (early when the stream ended first, e.g. at an invalidate)."""
