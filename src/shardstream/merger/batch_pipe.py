@@ -69,8 +69,9 @@ class BatchWriter:
         """Send ``batch`` (its events in the same order)."""
         keys = b"\n".join(batch.keys)
         invalidate = batch.invalidate_key or b""
-        ends = array("Q", accumulate(map(len, batch.events))).tobytes()
-        events_size = int.from_bytes(ends[-8:], "little") if ends else 0
+        offsets = array("Q", accumulate(map(len, batch.events)))
+        events_size = offsets[-1] if offsets else 0
+        ends = offsets.tobytes()  # in this machine's byte order: the reader is on it too
         parts = [keys, invalidate, ends, *batch.events]
         size = len(keys) + len(invalidate) + len(ends) + events_size
         ring_size = self._size

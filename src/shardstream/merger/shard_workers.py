@@ -83,8 +83,9 @@ class WorkerPool:
             ring = new_ring()
             receive, send = context.Pipe(duplex=False)
             doorbell, ring_doorbell = context.Pipe(duplex=False)
+            theirs = [*self._connections, receive, ring_doorbell]  # the parent's ends
             process = context.Process(
-                target=_work, args=(block, options, send, doorbell, ring), daemon=True
+                target=_work, args=(block, options, send, doorbell, ring, theirs), daemon=True
             )
             process.start()
             send.close()
@@ -144,8 +145,13 @@ def _work(
     send: Connection,
     doorbell: Connection,
     ring: mmap.mmap,
+    parent_ends: list[Connection],
 ) -> None:
     """A worker: merge its block of shards and send the merged stream, batch by batch."""
+    for connection in parent_ends:
+        # Forked copies: kept open here, they would hide the parent's exit from the worker
+        # (no end of file on the doorbell, no broken pipe) and leave it waiting forever.
+        connection.close()
     writer = BatchWriter(send.fileno(), doorbell.fileno(), ring)
     try:
         with quiet_collector():
