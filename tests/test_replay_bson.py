@@ -88,7 +88,7 @@ def _merged_reference(paths: dict[str, Path], options: ChangeStreamOptions) -> l
     return events
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, 2, 3])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_shards_merge_to_the_reference_bson(
     seed: int, workers: int, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
@@ -122,7 +122,7 @@ def test_workers_must_not_be_negative(capsysbinary: pytest.CaptureFixture[bytes]
     assert b"expected --workers N with N >= 0, got -1" in capsysbinary.readouterr().err
 
 
-@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("workers", [0, 2])
 def test_a_shard_out_of_order_fails_the_merged_replay(
     workers: int, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:

@@ -8,11 +8,13 @@ with each event encoded as it comes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
+from functools import partial
 from typing import BinaryIO
 
 from shardstream.merger import MergedStream
+from shardstream.merger.batch_pipe import write_all
 from shardstream.merger.encoded_merge import merge_encoded
 from shardstream.merger.shard_workers import WorkerPool, shard_batches
 from shardstream.oplog import InputFormat, read_oplog_file
@@ -46,10 +48,29 @@ def write_bson_events(
     workers: int = 0,
 ) -> None:
     """Write the stream of ``shards`` (name, path) to ``out`` as concatenated BSON events."""
+    write = _batch_writer(out)
     with quiet_collector():
         for batch in _event_batches(shards, input_format, options, workers):
-            out.write(b"".join(batch))
+            write(batch)
     out.flush()
+
+
+def _batch_writer(out: BinaryIO) -> Callable[[list[bytes]], None]:
+    """How a batch of events goes out: straight from the events to the file when it has one.
+
+    ``os.writev`` hands the kernel the events where they lie, rather than joining them into
+    one more copy of the output first (the joined copy is also fresh memory each batch).
+    """
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # e.g. an in-memory stream
+
+        def write_joined(batch: list[bytes]) -> None:
+            out.write(b"".join(batch))
+
+        return write_joined
+    out.flush()  # anything already in ``out``'s buffer goes first
+    return partial(write_all, fd)
 
 
 def _event_batches(
@@ -68,12 +89,12 @@ def _event_batches(
             yield batch.events
         return
     merged_options = options.with_options(merged_by_router=True)
-    if workers <= 0:
+    if workers <= 1:
         yield from merge_encoded(shard_batches(name, path, merged_options) for name, path in shards)
         return
     pool = WorkerPool(shards, merged_options, workers)
     try:
-        yield from merge_encoded(pool.batches(index) for index in range(len(shards)))
+        yield from merge_encoded(pool.streams())
     finally:
         pool.close()
 

@@ -47,8 +47,8 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         type=int,
         default=0,
         metavar="N",
-        help="decode and transform the shards in N worker processes (BSON output of "
-        "several shards; default 0: in this process)",
+        help="decode and transform the shards in N processes: this one and N-1 workers "
+        "(BSON output of several shards; default 0, like 1: this process alone)",
     )
     add_stream_options(replay)
     replay.set_defaults(handler=run_replay)

@@ -9,10 +9,11 @@ invalidate.
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pytest
 
-from shardstream.merger.encoded_merge import merge_encoded
+from shardstream.merger.encoded_merge import merge_encoded, merge_encoded_batches
 from shardstream.transform.encoded_stream import EncodedBatch
 
 Shard = list[EncodedBatch]
@@ -70,3 +71,31 @@ def test_random_shards_merge_by_key_then_shard(seed: int) -> None:
 def test_no_shards_and_empty_shards_merge_to_nothing() -> None:
     assert list(merge_encoded([])) == []
     assert list(merge_encoded([iter([EncodedBatch([], [])]), iter([])])) == []
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_merging_merged_contiguous_blocks_is_merging_the_shards(seed: int) -> None:
+    # What the worker processes do: each merges a block, the parent merges the blocks.
+    rng = random.Random(seed)
+    shards = _random_shards(rng)
+    cut = sorted(rng.sample(range(1, len(shards) + 1), rng.randint(1, len(shards))))
+    bounds = [0, *cut] if cut[-1] == len(shards) else [0, *cut, len(shards)]
+    blocks = [
+        list(merge_encoded_batches(iter(s) for s in shards[start:stop]))
+        for start, stop in pairwise(bounds)
+    ]
+    merged = [event for batch in merge_encoded(iter(b) for b in blocks) for event in batch]
+    assert merged == _expected(shards)
+
+
+def test_an_invalidate_is_found_by_position_not_by_key() -> None:
+    # Shard 1's invalidate has the key of an event of shard 0: in the block they make
+    # together, the key comes twice, and only the last event is the invalidate.
+    a = [EncodedBatch([b"1", b"5", b"7"], [b"a1", b"a5", b"a7"])]
+    b = [EncodedBatch([b"2", b"5"], [b"b2", b"b-invalidate"], invalidate_key=b"5")]
+    c = [EncodedBatch([b"3", b"6"], [b"c3", b"c6"])]
+    block = list(merge_encoded_batches(iter(s) for s in (a, b)))
+    assert block[-1].keys[-2:] == [b"5", b"5"]
+    assert block[-1].invalidate_key == b"5"
+    merged = [event for batch in merge_encoded([iter(block), iter(c)]) for event in batch]
+    assert merged == [b"a1", b"b2", b"c3", b"a5", b"b-invalidate"]

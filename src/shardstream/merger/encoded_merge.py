@@ -15,7 +15,9 @@ runs; stability keeps the shard order on equal keys and each shard's own order).
 
 The router's per-event stages commute with the merge and run on each shard
 (:class:`FastShardPipeline` with ``single_shard=False``); the one rule that does not
--- an invalidate ends the whole stream -- is applied here.
+-- an invalidate ends the whole stream -- is applied here.  An invalidate is a shard's
+last event, so it is found by position: in a stream that is itself a merge (a block of
+shards merged by a worker process) its key may also be another shard's event's.
 """
 
 from __future__ import annotations
@@ -35,16 +37,34 @@ def merge_encoded(shards: Iterable[Iterator[EncodedBatch]]) -> Iterator[list[byt
     Complexity: O(n log s) per run of n events from s shards (timsort of s sorted runs),
     plus O(s log b) to cut batches of b events.
     """
+    for batch in _merge(shards, with_keys=False):
+        yield batch.events
+
+
+def merge_encoded_batches(shards: Iterable[Iterator[EncodedBatch]]) -> Iterator[EncodedBatch]:
+    """:func:`merge_encoded` with each event's key kept: a merged stream that merges again.
+
+    A worker process merges a contiguous block of shards with this; the parent then merges
+    the blocks in shard order, which gives the same (key, shard) order as one merge of all
+    the shards.  If the stream ends at an invalidate, its last batch carries the
+    invalidate's key, as :func:`encode_shard` marks a shard's invalidate.
+    """
+    return _merge(shards, with_keys=True)
+
+
+def _merge(shards: Iterable[Iterator[EncodedBatch]], *, with_keys: bool) -> Iterator[EncodedBatch]:
     streams = list(shards)
     keys: list[list[bytes]] = [[] for _ in streams]
     events: list[list[bytes]] = [[] for _ in streams]
     positions = [0] * len(streams)
-    invalidate_keys: dict[int, bytes] = {}  # by shard, once its invalidate's batch is read
+    # Shards whose current batch ends with their invalidate (an invalidate is always the
+    # last event of its shard): found by position, as its key may equal another event's.
+    ending = set[int]()
     live = list(range(len(streams)))
     while True:
         # Every live shard needs unmerged events: its batch's last key bounds the others.
         for index in [i for i in live if positions[i] == len(keys[i])]:
-            if _load(index, streams, keys, events, invalidate_keys):
+            if _load(index, streams, keys, events, ending):
                 positions[index] = 0
             else:
                 live.remove(index)
@@ -63,21 +83,20 @@ def merge_encoded(shards: Iterable[Iterator[EncodedBatch]]) -> Iterator[list[byt
             cut = (bisect_right if index <= bound_index else bisect_left)(shard_keys, bound, start)
             if cut == start:
                 continue
-            invalidate = invalidate_keys.get(index)
-            if invalidate is not None:
-                at = bisect_left(shard_keys, invalidate, start, cut)
-                if at < cut and shard_keys[at] == invalidate:
-                    invalidates.append(len(run_keys) + at - start)
+            if index in ending and cut == len(shard_keys):
+                invalidates.append(len(run_keys) + cut - 1 - start)
             run_keys += shard_keys[start:cut]
             run_events += events[index][start:cut]
             positions[index] = cut
         order = sorted(range(len(run_keys)), key=run_keys.__getitem__)
         merged = [run_events[i] for i in order]
+        merged_keys = [run_keys[i] for i in order] if with_keys else []
         if invalidates:
             # The stream ends with the first invalidate in merged order.
-            yield merged[: min(order.index(i) for i in invalidates) + 1]
+            end = min(order.index(i) for i in invalidates) + 1
+            yield EncodedBatch(merged_keys[:end], merged[:end], run_keys[order[end - 1]])
             return
-        yield merged
+        yield EncodedBatch(merged_keys, merged)
 
 
 def _load(
@@ -85,14 +104,14 @@ def _load(
     streams: list[Iterator[EncodedBatch]],
     keys: list[list[bytes]],
     events: list[list[bytes]],
-    invalidate_keys: dict[int, bytes],
+    ending: set[int],
 ) -> bool:
     """Move shard ``index`` to its next batch with events; False once it has ended."""
     for batch in streams[index]:
-        if batch.invalidate_key is not None:
-            invalidate_keys[index] = batch.invalidate_key
         if batch.keys:
             keys[index] = batch.keys
             events[index] = batch.events
+            if batch.invalidate_key is not None:
+                ending.add(index)
             return True
     return False

@@ -1,23 +1,26 @@
 """Layer 3, fast path: shards decoded and transformed in worker processes.
 
-Each worker runs the fast path (:func:`encode_shard`) over its shards' files and
-sends every batch to the parent as lists of bytes -- sort keys and event BSON --
-never as dicts (pickling dicts costs more than the work it would spread).  The
-parent keeps the merge in one place (:func:`merge_encoded`).  Shards are dealt to
-the workers round robin; a worker with several shards alternates between them
-batch by batch, so the parent sees every shard advance.
+Each worker runs the fast path (:func:`encode_shard`) over a contiguous block of the
+shards, merges the block (:func:`merge_encoded_batches`) and sends the merged batches to
+the parent as bytes -- sort keys and event BSON, through shared memory
+(:mod:`batch_pipe`) -- never as dicts.  The parent merges one stream per worker with the
+shards it reads itself; the blocks being contiguous, that is the order of one merge of
+all the shards.
 """
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing
-from collections import deque
+import select
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from multiprocessing.connection import Connection
 from typing import Any
 
-from shardstream import errors
 from shardstream.errors import ShardstreamError
+from shardstream.merger.batch_pipe import BatchReader, BatchWriter, new_ring
+from shardstream.merger.encoded_merge import merge_encoded_batches
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
 from shardstream.transform import ChangeStreamOptions
@@ -43,51 +46,69 @@ def _start_time(options: ChangeStreamOptions) -> Any:
     return token.cluster_time if token is not None else options.start_at_operation_time
 
 
+def blocks(count: int, total: int) -> list[range]:
+    """Shards 0..total-1 dealt into ``count`` contiguous blocks, the smaller (by one) first.
+
+    Contiguous, so merging the blocks' merged streams in block order breaks ties of equal
+    keys by shard order, exactly as one merge of all the shards does.
+    """
+    size, extra = divmod(total, count)
+    sizes = [size + (i >= count - extra) for i in range(count)]
+    return [range(stop - n, stop) for n, stop in zip(sizes, accumulate(sizes), strict=True)]
+
+
 class WorkerPool:
-    """``workers`` processes encoding ``shards`` (name, path); one batch iterator per shard."""
+    """``shards`` (name, path) read by ``processes`` processes: this one and forked workers.
+
+    The shards are dealt in contiguous blocks (:func:`blocks`); each worker merges its block
+    and sends the merged stream; this process reads the first (smallest: it also merges)
+    block's shards itself.  With two cores, two processes keep both busy: a third, merging
+    only, would take turns with the workers on the cores (and its transport cost more).
+
+    The workers are forked: they inherit the rings their batches go through (see
+    :mod:`batch_pipe`); a replay has no other threads whose locks a fork could copy.
+    """
 
     def __init__(
-        self, shards: Sequence[tuple[str, str]], options: ChangeStreamOptions, workers: int
+        self, shards: Sequence[tuple[str, str]], options: ChangeStreamOptions, processes: int
     ) -> None:
-        context = multiprocessing.get_context()
-        count = max(1, min(workers, len(shards)))
+        context = multiprocessing.get_context("fork")
+        count = max(1, min(processes, len(shards)))
+        self._options = options
+        self._blocks = [[shards[i] for i in block] for block in blocks(count, len(shards))]
+        self._readers: list[BatchReader] = []
         self._connections: list[Connection] = []
         self._processes: list[Any] = []
-        self._stash: list[deque[Any]] = [deque() for _ in shards]
-        self._worker_of = [index % count for index in range(len(shards))]
-        for worker in range(count):
-            mine = [(i, *shard) for i, shard in enumerate(shards) if i % count == worker]
+        for block in self._blocks[1:]:
+            ring = new_ring()
             receive, send = context.Pipe(duplex=False)
-            process = context.Process(target=_work, args=(mine, options, send), daemon=True)
+            doorbell, ring_doorbell = context.Pipe(duplex=False)
+            theirs = [*self._connections, receive, ring_doorbell]  # the parent's ends
+            process = context.Process(
+                target=_work, args=(block, options, send, doorbell, ring, theirs), daemon=True
+            )
             process.start()
             send.close()
-            self._connections.append(receive)
+            doorbell.close()
+            self._connections += [receive, ring_doorbell]
             self._processes.append(process)
+            self._readers.append(
+                BatchReader(receive.fileno(), ring_doorbell.fileno(), ring, _names(block))
+            )
 
-    def batches(self, index: int) -> Iterator[EncodedBatch]:
-        """Shard ``index``'s batches, as its worker sends them."""
-        while True:
-            message = self._next_message(index)
-            if message is None:
-                return
-            keys, events, invalidate_key = message
-            yield EncodedBatch(keys, events, invalidate_key)
+    def streams(self) -> list[Iterator[EncodedBatch]]:
+        """The streams to merge, in shard order: this process's shards, then one per worker.
 
-    def _next_message(self, index: int) -> Any:
-        stash = self._stash[index]
-        connection = self._connections[self._worker_of[index]]
-        while not stash:
-            try:
-                shard, message = connection.recv()
-            except EOFError:
-                raise ShardstreamError(
-                    f"the worker process reading shard {index} ended without finishing it"
-                ) from None
-            if shard < 0:
-                kind, text = message
-                raise getattr(errors, kind, ShardstreamError)(text)
-            self._stash[shard].append(message)
-        return stash.popleft()
+        The merge reads its streams in that order too: at the start, this process encodes
+        its first batches while the workers encode theirs.
+
+        A worker's batch's events are valid until the next batch of its stream is asked for
+        (they are views of the worker's ring): a consumer writes them out before it asks, as
+        :func:`merge_encoded` and the replay do.
+        """
+        remote = [_received(reader, self._readers) for reader in self._readers]
+        local = [shard_batches(name, path, self._options) for name, path in self._blocks[0]]
+        return [*local, *remote]
 
     def close(self) -> None:
         """Stop the workers (early when the stream ended first, e.g. at an invalidate)."""
@@ -98,26 +119,52 @@ class WorkerPool:
             process.join()
 
 
+def _names(block: list[tuple[str, str]]) -> str:
+    return ("shard " if len(block) == 1 else "shards ") + ", ".join(repr(n) for n, _ in block)
+
+
+def _received(reader: BatchReader, readers: list[BatchReader]) -> Iterator[EncodedBatch]:
+    """``reader``'s batches; while waiting for one, read the headers every worker sent."""
+    while True:
+        reader.release()  # asked for the next batch: the last one is written out
+        for other in readers:
+            other.pump()
+        while not reader.received:
+            waiting = [r.fd for r in readers if not r.ended]
+            for fd in select.select(waiting, [], [])[0]:
+                next(r for r in readers if r.fd == fd).pump()
+        batch = reader.take()
+        if batch is None:
+            return
+        yield batch
+
+
 def _work(
-    shards: list[tuple[int, str, str]], options: ChangeStreamOptions, send: Connection
+    block: list[tuple[str, str]],
+    options: ChangeStreamOptions,
+    send: Connection,
+    doorbell: Connection,
+    ring: mmap.mmap,
+    parent_ends: list[Connection],
 ) -> None:
-    """A worker's loop: one batch of each of its shards in turn, until all have ended."""
+    """A worker: merge its block of shards and send the merged stream, batch by batch."""
+    for connection in parent_ends:
+        # Forked copies: kept open here, they would hide the parent's exit from the worker
+        # (no end of file on the doorbell, no broken pipe) and leave it waiting forever.
+        connection.close()
+    writer = BatchWriter(send.fileno(), doorbell.fileno(), ring)
     try:
         with quiet_collector():
-            streams = {index: shard_batches(name, path, options) for index, name, path in shards}
-            while streams:
-                for index in list(streams):
-                    batch = next(streams[index], None)
-                    if batch is None:
-                        send.send((index, None))
-                        del streams[index]
-                        continue
-                    send.send((index, (batch.keys, batch.events, batch.invalidate_key)))
+            for batch in merge_encoded_batches(
+                [shard_batches(name, path, options) for name, path in block]
+            ):
+                writer.write(batch)
+            writer.end()
     except BrokenPipeError:
         pass  # the parent stopped reading (the stream ended early)
     except ShardstreamError as exc:
-        send.send((-1, (type(exc).__name__, str(exc))))
+        writer.error(exc)
     except Exception as exc:  # a bug: still tell the parent what happened
-        send.send((-1, ("ShardstreamError", f"worker failed: {type(exc).__name__}: {exc}")))
+        writer.error(ShardstreamError(f"worker failed: {type(exc).__name__}: {exc}"))
     finally:
         send.close()
