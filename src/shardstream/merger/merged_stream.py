@@ -15,6 +15,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, MergeError
 from shardstream.merger.async_results_merger import AsyncResultsMerger
+from shardstream.merger.fast_shard_reader import FastShardReader, reads_fast
 from shardstream.merger.handle_topology_change import (
     change_of,
     is_internal,
@@ -78,7 +79,7 @@ class MergedStream:
         self._max_buffered = max_buffered
         self._start = _start_time(options)
         self._merger = AsyncResultsMerger()
-        self._readers: dict[str, ShardReader] = {}
+        self._readers: dict[str, ShardReader | FastShardReader] = {}
         for name, source in sources.items():
             self._open_shard(name, source, self._options, self._start)
         if topology is not None:
@@ -98,7 +99,16 @@ class MergedStream:
         # A live lookup reads pre-images on the shard that wrote the change.
         shared = self._lookup
         lookup = shared.for_shard(name) if isinstance(shared, PerShardLookup) else shared
-        self._readers[name] = ShardReader(source, options, lookup=lookup, start=start)
+        if not getattr(source, "raw_entries", False):
+            self._readers[name] = ShardReader(source, options, lookup=lookup, start=start)
+        elif reads_fast(options):
+            # The server's bytes, through the fast path (same events, same promises).
+            self._readers[name] = FastShardReader(source, options, start=start)
+        else:
+            raise ConfigurationError(
+                f"shard {name!r} delivers raw entries, which only streams with default "
+                "options read (no images, expanded events, split events or resume token)"
+            )
 
     def shard_positions(self) -> dict[str, Timestamp | None]:
         """Each shard's promise as a cluster time: how far the merge knows it (for lag stats)."""

@@ -61,7 +61,7 @@ class ShardReader:
         # entry is the oldest and the check is made here.
         self._checked_history = start is None or getattr(source, "verifies_history", False)
         self._last_event: ResumeToken | None = None
-        self._promise: ResumeToken | None = _initial_promise(options)
+        self._promise: ResumeToken | None = initial_promise(options)
         self._source_promise: Timestamp | None = None
 
     @property
@@ -139,7 +139,7 @@ class ShardReader:
             )
 
 
-def _initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
+def initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
     """The promise before any entry is read: the stream's start point, as on a shard.
 
     The server seeds a shard cursor's postBatchResumeToken with the start token.  An

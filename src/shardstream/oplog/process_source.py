@@ -31,12 +31,12 @@ from bson.timestamp import Timestamp
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
 from shardstream.oplog import live_source
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
+from shardstream.oplog.live_source import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import Handout, OplogBatch
 
 # spawn, not fork: a forked child would inherit the locks of the parent's threads as is.
 _CONTEXT: Final = multiprocessing.get_context("spawn")
-_RAW_OPTIONS: Final = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
 _TS: Final = struct.Struct(">II")
 _CHILD_POLL_S: Final = 0.002  # how long an idle child waits for a request before re-polling
 _STOP_GRACE_S: Final = 5.0  # beyond await_ms, before close() terminates a child
@@ -63,12 +63,15 @@ class ProcessOplogSource:
         start: Timestamp,
         await_ms: int = 1000,
         batch_size: int = 1000,
+        raw_entries: bool = False,
         **options: Any,
     ) -> None:
         """Start the child process (it connects lazily, like the thread tailer).
 
         Args:
             name, shard_uri, start, await_ms, batch_size: as for ``LiveOplogSource``.
+            raw_entries: hand out entries as ``RawBSONDocument`` s of the bytes the child
+                sent (what the fast path reads), instead of decoding them to dicts.
             options: its other keywords (``read_preference``, ``max_queued_batches``,
                 ``retry``, ``client_options``); they must pickle.
 
@@ -80,6 +83,8 @@ class ProcessOplogSource:
         self._name = name
         self._where = f"shard {name!r} ({redact_uri(shard_uri)})"
         self._await_ms = await_ms
+        self.raw_entries = raw_entries
+        self._entry_options = RAW_OPLOG_CODEC_OPTIONS if raw_entries else OPLOG_CODEC_OPTIONS
         options.update(name=name, shard_uri=shard_uri, start=start)
         options.update(await_ms=await_ms, batch_size=batch_size)
         self._conn, child_conn = _CONTEXT.Pipe(duplex=True)
@@ -126,7 +131,7 @@ class ProcessOplogSource:
         if not out.entries and (self._inbox or out.failure is None) and not self._closed:
             message = self._receive()
             if message is not None and message[:1] == b"B":
-                decoded: list[dict[str, Any]] = bson.decode_all(message[1:], OPLOG_CODEC_OPTIONS)
+                decoded: list[Any] = bson.decode_all(message[1:], self._entry_options)
                 out.entries.extend(decoded)
             elif message is not None:  # "P": the child's message order keeps this safe
                 idle = Timestamp(*_TS.unpack_from(message, 1))
@@ -255,7 +260,7 @@ def _child_main(conn: Connection, options: dict[str, Any], log_level: int) -> No
 
 def _raw_source(options: dict[str, Any]) -> live_source.LiveOplogSource:
     # Raw documents: batches leave as the server's bytes, decoded once, in the parent.
-    return live_source.LiveOplogSource(**options, codec_options=_RAW_OPTIONS)
+    return live_source.LiveOplogSource(**options, codec_options=RAW_OPLOG_CODEC_OPTIONS)
 
 
 def _serve(source: live_source.LiveOplogSource, conn: Connection, send: Any, size: int) -> None:
