@@ -30,9 +30,11 @@ from shardstream.transform.field_list import FieldList
 from shardstream.transform.raw_entry import value_size
 
 _OPERATION_TYPE: Final = b"operationType"
-_NAME: Final = _OPERATION_TYPE + b"\x00"
+_OPERATION_TYPE_ELEMENT: Final = b"\x02" + _OPERATION_TYPE + b"\x00"
+_LEADING_ID: Final = b"\x03_id\x00"
 _UPDATE_DESCRIPTION: Final = b"updateDescription"
 _UPDATED_FIELDS: Final = b"updatedFields"
+_UPDATED_FIELDS_ELEMENT: Final = b"\x03" + _UPDATED_FIELDS + b"\x00"
 _pack_int32: Final = struct.Struct("<i").pack
 _read_int32: Final = struct.Struct("<i").unpack_from
 _REGEX: Final = 0x0B
@@ -119,14 +121,21 @@ def decode_event(raw: bytes) -> dict[str, Any]:
 
 
 def operation_type_of(raw: bytes) -> str:
-    """The ``operationType`` of an event's BSON, found by walking its top-level fields.
+    """The ``operationType`` of an event's BSON.
 
-    A walk rather than a search: fields before it (``lsid``'s binaries) hold any bytes.
+    The fast path writes it right after a leading ``_id``; otherwise (session fields
+    first) the top-level fields are walked, never searched: ``lsid``'s binaries hold any bytes.
     """
-    for start, end in _element_spans(raw, 0):
-        if raw[start] == 0x02 and raw[start + 1 : start + 2 + len(_OPERATION_TYPE)] == _NAME:
-            return raw[start + 6 + len(_OPERATION_TYPE) : end - 1].decode()
-    raise ValueError("expected an event with an operationType, got none")
+    at = -1
+    if raw[4:9] == _LEADING_ID:
+        at = 9 + _read_int32(raw, 9)[0]
+        at = at + 2 + len(_OPERATION_TYPE) if raw[at : at + 15] == _OPERATION_TYPE_ELEMENT else -1
+    if at < 0:
+        at = _value_at(raw, 0, 0x02, _OPERATION_TYPE)
+    if at < 0:
+        raise ValueError("expected an event with an operationType, got none")
+    size: int = _read_int32(raw, at)[0]
+    return raw[at + 4 : at + 3 + size].decode()
 
 
 def _repeated_updated_fields(raw: bytes, decoded: int) -> FieldList | None:
@@ -134,9 +143,14 @@ def _repeated_updated_fields(raw: bytes, decoded: int) -> FieldList | None:
 
     ``decoded`` is how many names the decoded dict holds; the BSON holds more iff one repeats.
     """
-    at = _sub_document(raw, 0, _UPDATE_DESCRIPTION)
-    at = _sub_document(raw, at, _UPDATED_FIELDS) if at >= 0 else -1
-    spans = _element_spans(raw, at) if at >= 0 else []
+    at = _value_at(raw, 0, 0x03, _UPDATE_DESCRIPTION)
+    if at >= 0 and raw[at + 4 : at + 19] == _UPDATED_FIELDS_ELEMENT:
+        at += 19  # written first, by the fast path as by the reference
+    elif at >= 0:
+        at = _value_at(raw, at, 0x03, _UPDATED_FIELDS)
+    if at < 0:
+        return None
+    spans = _element_spans(raw, at)
     if len(spans) <= decoded:
         return None
     pairs: list[tuple[str, Any]] = []
@@ -147,11 +161,17 @@ def _repeated_updated_fields(raw: bytes, decoded: int) -> FieldList | None:
     return FieldList(pairs)
 
 
-def _sub_document(raw: bytes, at: int, name: bytes) -> int:
-    """Where the sub-document ``name`` of the document at ``raw[at]`` starts; -1 if none."""
-    for start, _end in _element_spans(raw, at):
-        if raw[start] == 0x03 and raw[start + 1 : start + 2 + len(name)] == name + b"\x00":
-            return start + 2 + len(name)
+def _value_at(raw: bytes, at: int, kind: int, name: bytes) -> int:
+    """Where the value of field ``name`` (of type ``kind``) of the document at ``raw[at]``
+    starts; -1 if it has none."""
+    end = at + _read_int32(raw, at)[0] - 1
+    position = at + 4
+    while position < end:
+        name_end = raw.index(0, position + 1)
+        element_kind = raw[position]
+        if element_kind == kind and raw[position + 1 : name_end] == name:
+            return name_end + 1
+        position = _value_end(raw, element_kind, name_end + 1)
     return -1
 
 
@@ -164,21 +184,19 @@ def _element_spans(raw: bytes, at: int) -> list[tuple[int, int]]:
     end = at + _read_int32(raw, at)[0] - 1
     position = at + 4
     while position < end:
-        kind = raw[position]
-        value_at = raw.index(0, position + 1) + 1
-        size = value_size(raw, kind, value_at)
-        if size is None:
-            size = _unsized_value_size(raw, kind, value_at)
-        spans.append((position, value_at + size))
-        position = value_at + size
+        value_end = _value_end(raw, raw[position], raw.index(0, position + 1) + 1)
+        spans.append((position, value_end))
+        position = value_end
     return spans
 
 
-def _unsized_value_size(raw: bytes, kind: int, at: int) -> int:
-    """The types raw_entry leaves to the decoder: regex (two C strings) and DBPointer."""
-    if kind == _REGEX:
-        return raw.index(0, raw.index(0, at) + 1) + 1 - at
-    if kind == _DB_POINTER:
-        size: int = _read_int32(raw, at)[0]
-        return 4 + size + 12
+def _value_end(raw: bytes, kind: int, at: int) -> int:
+    size = value_size(raw, kind, at)
+    if size is not None:
+        return at + size
+    if kind == _REGEX:  # two C strings
+        return raw.index(0, raw.index(0, at) + 1) + 1
+    if kind == _DB_POINTER:  # a string, then an ObjectId
+        length: int = _read_int32(raw, at)[0]
+        return at + 4 + length + 12
     raise ValueError(f"expected a BSON type, got 0x{kind:02x} at byte {at}")

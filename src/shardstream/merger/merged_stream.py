@@ -188,24 +188,33 @@ class MergedStream:
 
     def _release(self, out: list[ChangeEvent], max_events: int) -> None:
         merger = self._merger
-        while len(out) < max_events and not self.invalidated and merger.ready():
-            previous = merger.high_water_mark
-            event = merger.next_ready()
-            if is_internal(event):
-                self._handle_internal(event, previous)
-                continue
-            kept = self._ensure_token(event)
-            if kept is None:
-                continue
-            if not self._options.show_expanded_events and (
-                kept.operation_type not in f.CLASSIC_OPERATION_TYPES
-            ):
-                continue
-            if kept.operation_type == f.INVALIDATE:
-                self.invalidated = True
-                self._invalidate_token = kept.token
-            if self._filter is None or self._filter(kept.document):
-                out.append(kept)
+        classic_only = not self._options.show_expanded_events
+        while len(out) < max_events and not self.invalidated:
+            # Popped a run at a time (the gate only moves when batches are added); a run
+            # ends with a topology event, whose handling may add a remote.  Events popped
+            # after an invalidate are dropped with the stream, as if never popped: the
+            # stream's token is then the invalidate's.
+            released = merger.pop_ready(max_events - len(out), stop_after_config=True)
+            if not released:
+                return
+            for event in released:
+                if is_internal(event):
+                    # pop_ready left the mark as it was before this event.
+                    self._handle_internal(event, merger.high_water_mark)
+                    continue
+                kept = self._ensure_token(event)
+                if kept is None:
+                    continue
+                kind = kept.operation_type
+                if classic_only and kind not in f.CLASSIC_OPERATION_TYPES:
+                    continue
+                if kind == f.INVALIDATE:
+                    self.invalidated = True
+                    self._invalidate_token = kept.token
+                if self._filter is None or self._filter(kept.document):
+                    out.append(kept)
+                if self.invalidated:
+                    return
 
     def _handle_internal(self, event: ChangeEvent, previous: ResumeToken | None) -> None:
         # Never expose an internal event's token: at most a high-water mark at its time.

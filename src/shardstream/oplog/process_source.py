@@ -38,6 +38,7 @@ from shardstream.oplog.source import Handout, OplogBatch
 # spawn, not fork: a forked child would inherit the locks of the parent's threads as is.
 _CONTEXT: Final = multiprocessing.get_context("spawn")
 _TS: Final = struct.Struct(">II")
+_read_int32: Final = struct.Struct("<i").unpack_from
 _CHILD_POLL_S: Final = 0.002  # how long an idle child waits for a request before re-polling
 _STOP_GRACE_S: Final = 5.0  # beyond await_ms, before close() terminates a child
 _ERRORS: Final = {e.__name__: e for e in (OplogError, ChangeStreamHistoryLost, ConfigurationError)}
@@ -84,7 +85,6 @@ class ProcessOplogSource:
         self._where = f"shard {name!r} ({redact_uri(shard_uri)})"
         self._await_ms = await_ms
         self.raw_entries = raw_entries
-        self._entry_options = RAW_OPLOG_CODEC_OPTIONS if raw_entries else OPLOG_CODEC_OPTIONS
         options.update(name=name, shard_uri=shard_uri, start=start)
         options.update(await_ms=await_ms, batch_size=batch_size)
         self._conn, child_conn = _CONTEXT.Pipe(duplex=True)
@@ -131,8 +131,13 @@ class ProcessOplogSource:
         if not out.entries and (self._inbox or out.failure is None) and not self._closed:
             message = self._receive()
             if message is not None and message[:1] == b"B":
-                decoded: list[Any] = bson.decode_all(message[1:], self._entry_options)
-                out.entries.extend(decoded)
+                if self.raw_entries:
+                    out.entries.extend(_raw_entries(message))
+                else:
+                    decoded: list[dict[str, Any]] = bson.decode_all(
+                        message[1:], OPLOG_CODEC_OPTIONS
+                    )
+                    out.entries.extend(decoded)
             elif message is not None:  # "P": the child's message order keeps this safe
                 idle = Timestamp(*_TS.unpack_from(message, 1))
                 if out.promise is None or idle > out.promise:
@@ -201,6 +206,21 @@ class ProcessOplogSource:
                 self._inbox.append(message)
             else:
                 return message
+
+
+def _raw_entries(message: bytes) -> list[RawBSONDocument]:
+    """The entries of a batch message, each a RawBSONDocument of its bytes.
+
+    Cut by their length prefixes (``decode_all`` into RawBSONDocuments cost ~4 us per
+    entry, this ~1.5); RawBSONDocument checks each one's framing.
+    """
+    entries = []
+    at, end = 1, len(message)
+    while at < end:
+        size = _read_int32(message, at)[0]
+        entries.append(RawBSONDocument(message[at : at + size], RAW_OPLOG_CODEC_OPTIONS))
+        at += size
+    return entries
 
 
 def _rebuild(payload: bytes, where: str) -> Exception:
