@@ -21,7 +21,6 @@ import struct
 from typing import Any, Final
 
 import bson
-from bson.raw_bson import RawBSONDocument
 
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token
@@ -77,6 +76,7 @@ class EncodedEvent(ChangeEvent):
 
     @document.setter
     def document(self, value: dict[str, Any]) -> None:
+        # As on ChangeEvent; ``raw`` is not rewritten (no stage of the live merge edits events).
         self._document = value
 
     @property
@@ -98,10 +98,6 @@ class EncodedEvent(ChangeEvent):
         if kind is None:
             kind = self._operation_type = operation_type_of(self.raw)
         return kind
-
-    def raw_document(self) -> RawBSONDocument:
-        """The event's BSON as a ``RawBSONDocument`` (no decoding)."""
-        return RawBSONDocument(self.raw)
 
 
 def decode_event(raw: bytes) -> dict[str, Any]:

@@ -24,9 +24,9 @@ import bson
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
-from shardstream.errors import ChangeStreamHistoryLost, MergeError
+from shardstream.errors import MergeError
 from shardstream.merger.encoded_event import EncodedEvent
-from shardstream.merger.shard_reader import ShardBatch, initial_promise
+from shardstream.merger.shard_reader import ShardBatch, check_history, initial_promise
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
@@ -85,10 +85,10 @@ class FastShardReader:
         if batch is None:
             return None
         entries = batch.entries
-        if entries and not self._checked_history:
-            self._check_history(entries[0].get("ts"))
         floor = self._source_promise
         self._check_promise(batch.promise)
+        if entries and not self._checked_history:
+            self._check_history(entries[0].get("ts"))
         events: list[ChangeEvent] = []
         pipeline = self._pipeline
         if entries and not pipeline.closed:
@@ -137,12 +137,7 @@ class FastShardReader:
 
     def _check_history(self, first_ts: object) -> None:
         self._checked_history = True
-        if isinstance(first_ts, Timestamp) and self._start is not None and first_ts > self._start:
-            raise ChangeStreamHistoryLost(
-                f"Resume of change stream was not possible, as the resume point may no longer be "
-                f"in the oplog: shard {self.name!r} starts at {first_ts!r}, after the stream's "
-                f"start {self._start!r} (server error 286)"
-            )
+        check_history(self.name, first_ts, self._start)
 
 
 def shard_options(options: ChangeStreamOptions) -> ChangeStreamOptions:

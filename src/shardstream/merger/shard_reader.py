@@ -131,12 +131,21 @@ class ShardReader:
 
     def _check_history(self, first_ts: object) -> None:
         self._checked_history = True
-        if isinstance(first_ts, Timestamp) and self._start is not None and first_ts > self._start:
-            raise ChangeStreamHistoryLost(
-                f"Resume of change stream was not possible, as the resume point may no longer be "
-                f"in the oplog: shard {self.name!r} starts at {first_ts!r}, after the stream's "
-                f"start {self._start!r} (server error 286)"
-            )
+        check_history(self.name, first_ts, self._start)
+
+
+def check_history(name: str, first_ts: object, start: Timestamp | None) -> None:
+    """A shard's oplog (first entry at ``first_ts``) must reach back to the stream's start.
+
+    Raises:
+        ChangeStreamHistoryLost: it starts after ``start``.
+    """
+    if isinstance(first_ts, Timestamp) and start is not None and first_ts > start:
+        raise ChangeStreamHistoryLost(
+            f"Resume of change stream was not possible, as the resume point may no longer be "
+            f"in the oplog: shard {name!r} starts at {first_ts!r}, after the stream's "
+            f"start {start!r} (server error 286)"
+        )
 
 
 def initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
