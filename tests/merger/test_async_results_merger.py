@@ -187,3 +187,17 @@ def test_pop_ready_is_next_ready_in_a_loop(seed: int) -> None:
         assert batched.finish_batch() == one_by_one.finish_batch()
         batched._check()
     assert released > 10
+
+
+def test_pop_ready_can_stop_after_a_config_event_leaving_the_mark_before_it() -> None:
+    merger = _merger("a")
+    merger.add_remote("config", config_cursor=True)
+    first, internal, last = _event(T1, "x"), _event(T2, "shard"), _event(T3, "y")
+    merger.add_batch("config", [internal], internal.token)
+    merger.add_batch("config", [], internal.token)  # an equal promise: still ineligible
+    merger.add_batch("a", [first, last], _hwm(Timestamp(11, 1)))
+    merger.add_batch("config", [], _hwm(Timestamp(11, 1)))  # now eligible, internal buffered
+    assert merger.pop_ready(10, stop_after_config=True) == [first, internal]
+    assert merger.high_water_mark == first.token
+    assert merger.pop_ready(10, stop_after_config=True) == [last]
+    merger._check()

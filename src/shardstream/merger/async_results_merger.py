@@ -222,11 +222,14 @@ class AsyncResultsMerger:
             self._high_water_mark = event.token
         return event
 
-    def pop_ready(self, limit: int) -> list[ChangeEvent]:
+    def pop_ready(self, limit: int, *, stop_after_config: bool = False) -> list[ChangeEvent]:
         """Pop up to ``limit`` events, as many :meth:`next_ready` calls while :meth:`ready`.
 
         The gate (the minimum promise) only moves in :meth:`add_batch`, so it is read once
-        and the heap is popped in one loop.
+        and the heap is popped in one loop.  With ``stop_after_config``, the batch ends
+        after an event of a ``config_cursor`` remote, which leaves the high-water mark
+        where it was before that event: the caller acts on it (a new shard may add a
+        remote, which moves the gate) and sets the mark.
 
         Complexity: O(k log r) for k events.
         """
@@ -256,9 +259,11 @@ class AsyncResultsMerger:
             if buffer:
                 self._sequence += 1
                 push(queue, (buffer[0].token.data, remote_id, self._sequence))
+            out.append(event)
+            if stop_after_config and remote.config_cursor:
+                break  # and the mark stays the one before it: the caller sets it
             if remote.eligible_for_high_water_mark:
                 last = event
-            out.append(event)
         if last is not None:
             self._high_water_mark = last.token
         return out

@@ -27,6 +27,7 @@ from shardstream.oplog.live_cluster import connect_live_cluster
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
+from shardstream.transform.fast_path import fast_path_applies
 
 DEFAULT_BATCH_SIZE: Final = 1000
 _POLL_INTERVAL_S: Final = 0.01
@@ -93,11 +94,18 @@ class ChangeStream:
             if not self._batch:
                 return None
         event = self._batch.popleft()
+        try:
+            # A fast-path event is decoded here, and its copied values only now meet a
+            # decoder: a corrupt one fails (and closes) the stream as on the reference path.
+            document = event.document
+        except BaseException:
+            self.close()
+            raise
         if not self._batch and self._batch_resume_token is not None:
             self._resume_token = self._batch_resume_token.to_document()
         else:
-            self._resume_token = dict(event.document["_id"])
-        return event.document
+            self._resume_token = dict(document["_id"])
+        return document
 
     def _fetch_batch(self) -> None:
         deadline = None if self._max_await_s is None else time.monotonic() + self._max_await_s
@@ -164,6 +172,7 @@ def watch(
     read_preference: str = "primary",
     client_options: Mapping[str, Any] | None = None,
     tailer: str = "thread",
+    fast_path: bool = True,
     **internal_options: Any,
 ) -> ChangeStream:
     """Open a change stream over every shard, merged as mongos merges it.
@@ -197,6 +206,11 @@ def watch(
         tailer: on a live cluster, ``thread`` (default) or ``process``: whether each
             shard is tailed by a thread or by a child process (``spawn``; the caller's
             script needs a ``__main__`` guard). See ``benchmarks/README.md``.
+        fast_path: on a live cluster, read the shards' entries as raw BSON and write the
+            common events straight from the bytes when the options allow it (the
+            defaults, no images, no ``resume_after``/``start_after``); the events,
+            tokens and errors are the reference path's. False: always the reference
+            path (for comparisons).
         internal_options: the server's internal flags as ChangeStreamOptions names
             (``show_system_events``, ``show_raw_update_description``, ``server_version``,
             ``token_version`` ...).
@@ -227,6 +241,8 @@ def watch(
         wants_images = options.full_document != "default" or (
             options.full_document_before_change != "off"
         )
+        # Resuming from a token compares tokens on the shards: the reference path does it.
+        raw = fast_path and options.resume_token is None and fast_path_applies(options)
         live = connect_live_cluster(
             source,
             start=start,
@@ -236,6 +252,7 @@ def watch(
             with_lookup=wants_images and lookup is None,
             with_config=topology is None and monitor_shards,
             tailer=tailer,
+            raw_entries=raw,
         )
         lookup = lookup or live.lookup
         if start is None:

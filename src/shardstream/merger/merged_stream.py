@@ -15,6 +15,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, MergeError
 from shardstream.merger.async_results_merger import AsyncResultsMerger
+from shardstream.merger.fast_shard_reader import FastShardReader, reads_fast
 from shardstream.merger.handle_topology_change import (
     change_of,
     is_internal,
@@ -78,7 +79,7 @@ class MergedStream:
         self._max_buffered = max_buffered
         self._start = _start_time(options)
         self._merger = AsyncResultsMerger()
-        self._readers: dict[str, ShardReader] = {}
+        self._readers: dict[str, ShardReader | FastShardReader] = {}
         for name, source in sources.items():
             self._open_shard(name, source, self._options, self._start)
         if topology is not None:
@@ -98,7 +99,16 @@ class MergedStream:
         # A live lookup reads pre-images on the shard that wrote the change.
         shared = self._lookup
         lookup = shared.for_shard(name) if isinstance(shared, PerShardLookup) else shared
-        self._readers[name] = ShardReader(source, options, lookup=lookup, start=start)
+        if not getattr(source, "raw_entries", False):
+            self._readers[name] = ShardReader(source, options, lookup=lookup, start=start)
+        elif reads_fast(options):
+            # The server's bytes, through the fast path (same events, same promises).
+            self._readers[name] = FastShardReader(source, options, start=start)
+        else:
+            raise ConfigurationError(
+                f"shard {name!r} delivers raw entries, which only streams with default "
+                "options read (no images, expanded events, split events or resume token)"
+            )
 
     def shard_positions(self) -> dict[str, Timestamp | None]:
         """Each shard's promise as a cluster time: how far the merge knows it (for lag stats)."""
@@ -178,24 +188,33 @@ class MergedStream:
 
     def _release(self, out: list[ChangeEvent], max_events: int) -> None:
         merger = self._merger
-        while len(out) < max_events and not self.invalidated and merger.ready():
-            previous = merger.high_water_mark
-            event = merger.next_ready()
-            if is_internal(event):
-                self._handle_internal(event, previous)
-                continue
-            kept = self._ensure_token(event)
-            if kept is None:
-                continue
-            if not self._options.show_expanded_events and (
-                kept.operation_type not in f.CLASSIC_OPERATION_TYPES
-            ):
-                continue
-            if kept.operation_type == f.INVALIDATE:
-                self.invalidated = True
-                self._invalidate_token = kept.token
-            if self._filter is None or self._filter(kept.document):
-                out.append(kept)
+        classic_only = not self._options.show_expanded_events
+        while len(out) < max_events and not self.invalidated:
+            # Popped a run at a time (the gate only moves when batches are added); a run
+            # ends with a topology event, whose handling may add a remote.  Events popped
+            # after an invalidate are dropped with the stream, as if never popped: the
+            # stream's token is then the invalidate's.
+            released = merger.pop_ready(max_events - len(out), stop_after_config=True)
+            if not released:
+                return
+            for event in released:
+                if is_internal(event):
+                    # pop_ready left the mark as it was before this event.
+                    self._handle_internal(event, merger.high_water_mark)
+                    continue
+                kept = self._ensure_token(event)
+                if kept is None:
+                    continue
+                kind = kept.operation_type
+                if classic_only and kind not in f.CLASSIC_OPERATION_TYPES:
+                    continue
+                if kind == f.INVALIDATE:
+                    self.invalidated = True
+                    self._invalidate_token = kept.token
+                if self._filter is None or self._filter(kept.document):
+                    out.append(kept)
+                if self.invalidated:
+                    return
 
     def _handle_internal(self, event: ChangeEvent, previous: ResumeToken | None) -> None:
         # Never expose an internal event's token: at most a high-water mark at its time.

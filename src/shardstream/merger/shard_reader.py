@@ -61,7 +61,7 @@ class ShardReader:
         # entry is the oldest and the check is made here.
         self._checked_history = start is None or getattr(source, "verifies_history", False)
         self._last_event: ResumeToken | None = None
-        self._promise: ResumeToken | None = _initial_promise(options)
+        self._promise: ResumeToken | None = initial_promise(options)
         self._source_promise: Timestamp | None = None
 
     @property
@@ -131,15 +131,24 @@ class ShardReader:
 
     def _check_history(self, first_ts: object) -> None:
         self._checked_history = True
-        if isinstance(first_ts, Timestamp) and self._start is not None and first_ts > self._start:
-            raise ChangeStreamHistoryLost(
-                f"Resume of change stream was not possible, as the resume point may no longer be "
-                f"in the oplog: shard {self.name!r} starts at {first_ts!r}, after the stream's "
-                f"start {self._start!r} (server error 286)"
-            )
+        check_history(self.name, first_ts, self._start)
 
 
-def _initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
+def check_history(name: str, first_ts: object, start: Timestamp | None) -> None:
+    """A shard's oplog (first entry at ``first_ts``) must reach back to the stream's start.
+
+    Raises:
+        ChangeStreamHistoryLost: it starts after ``start``.
+    """
+    if isinstance(first_ts, Timestamp) and start is not None and first_ts > start:
+        raise ChangeStreamHistoryLost(
+            f"Resume of change stream was not possible, as the resume point may no longer be "
+            f"in the oplog: shard {name!r} starts at {first_ts!r}, after the stream's "
+            f"start {start!r} (server error 286)"
+        )
+
+
+def initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
     """The promise before any entry is read: the stream's start point, as on a shard.
 
     The server seeds a shard cursor's postBatchResumeToken with the start token.  An

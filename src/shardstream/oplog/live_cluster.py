@@ -18,6 +18,7 @@ from pymongo import MongoClient
 from shardstream.errors import ConfigurationError
 from shardstream.oplog.cluster_discovery import ClusterInfo, discover_cluster
 from shardstream.oplog.live_lookup import LiveDocumentLookup
+from shardstream.oplog.live_source import RAW_OPLOG_CODEC_OPTIONS as RAW_OPTIONS
 from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.process_source import ProcessOplogSource
 from shardstream.oplog.source import OplogSource
@@ -70,6 +71,7 @@ def connect_live_cluster(
     with_lookup: bool = False,
     with_config: bool = False,
     tailer: str = "thread",
+    raw_entries: bool = False,
 ) -> LiveCluster:
     """Discover the cluster and start tailing it.
 
@@ -84,6 +86,8 @@ def connect_live_cluster(
         with_config: also tail the config server's oplog (the ``config.shards`` monitor).
         tailer: ``thread`` or ``process``: how each shard is tailed. The config server's
             oplog, which carries a few entries, is always tailed by a thread.
+        raw_entries: the shards' tailers (not the config server's) hand out entries as
+            ``RawBSONDocument`` s, for the merge's fast path.
 
     Raises:
         ConfigurationError: an unknown ``tailer``.
@@ -96,10 +100,17 @@ def connect_live_cluster(
         now = info.cluster_time
         start = Timestamp(now.time, now.inc + 1)
 
-    def open_shard(name: str, host: str, at: Timestamp, kind: str = tailer) -> OplogSource:
+    def open_shard(
+        name: str, host: str, at: Timestamp, kind: str = tailer, raw: bool = raw_entries
+    ) -> OplogSource:
         uri = info.shard_from_host(name, host).uri
         if opened.lookup is not None:
             opened.lookup.add_shard(name, uri)
+        raw_option: dict[str, Any] = {}
+        if raw:
+            raw_option = (
+                {"raw_entries": True} if kind == "process" else {"codec_options": RAW_OPTIONS}
+            )
         return TAILERS[kind](
             name,
             uri,
@@ -107,6 +118,7 @@ def connect_live_cluster(
             await_ms=await_ms,
             read_preference=read_preference,
             client_options=client_options,
+            **raw_option,
         )
 
     opened = LiveCluster({}, start, None, None, open_shard)
@@ -114,7 +126,7 @@ def connect_live_cluster(
         for shard in info.shards:
             opened.sources[shard.name] = open_shard(shard.name, shard.host, start)
         if with_config and info.config is not None:
-            opened.config_source = open_shard("config", info.config.host, start, "thread")
+            opened.config_source = open_shard("config", info.config.host, start, "thread", False)
         if with_lookup:
             opened.lookup = _lookup(cluster, info, client_options)
     except BaseException:

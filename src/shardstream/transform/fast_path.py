@@ -23,6 +23,7 @@ from bson.timestamp import Timestamp
 from shardstream.errors import OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.transform import fields as f
+from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.event_templates import (
     DELETE,
     INSERT,
@@ -136,6 +137,12 @@ class FastShardPipeline:
         self.reference_entries = 0
         self._entries = 0  # entries taken from batches (skipped ones after an invalidate not)
         self.invalidate_key: bytes | None = None
+        # With single_shard False, set to a list to keep the reference path's events
+        # as it built them, as (index in ``events``, event), with b"" in ``events``, and
+        # without the router's classic-event rule: the live merge hands out their dicts,
+        # whose types (FieldList, uuid) the BSON would not bring back, and runs the
+        # router's stages itself.
+        self.reference_events: list[tuple[int, ChangeEvent]] | None = None
         # enabled and not closed, read per entry as one attribute: closing only ever
         # happens on the reference path, which clears it.
         self._fast = self.enabled
@@ -401,6 +408,12 @@ class FastShardPipeline:
             if not self._single_shard:
                 # The router's rules, per event: they commute with the merge.
                 if kind in _NEW_SHARD_EVENTS:
+                    continue
+                if self.reference_events is not None:
+                    # Kept whole for a merge that runs the router's stages itself.
+                    self.reference_events.append((len(events), event))
+                    keys.append(event.token.data.encode())
+                    events.append(b"")
                     continue
                 if not self._options.show_expanded_events and kind not in f.CLASSIC_OPERATION_TYPES:
                     continue
