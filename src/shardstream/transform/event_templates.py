@@ -21,6 +21,8 @@ from shardstream.transform.view_event import VIEWS_COLLECTION
 INSERT: Final = 0x69  # i
 UPDATE: Final = 0x75  # u
 DELETE: Final = 0x64  # d
+NOOP: Final = 0x6E  # n
+COMMAND: Final = 0x63  # c
 OPERATION_TYPES: Final = {INSERT: f.INSERT, UPDATE: f.UPDATE, DELETE: f.DELETE}
 NOT_BUILT: Final = object()  # a cache miss (None is a cached "not templatable")
 
