@@ -26,10 +26,10 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import MergeError
 from shardstream.merger.encoded_event import EncodedEvent
-from shardstream.merger.shard_reader import ShardBatch, check_history, initial_promise
+from shardstream.merger.shard_promise import ShardPromise
+from shardstream.merger.shard_reader import ShardBatch
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogSource
-from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.fast_path import FastShardPipeline, fast_path_applies, ts_key
 
@@ -53,13 +53,12 @@ class FastShardReader:
             history=_DecodedHistory(source),
             name=source.name,
         )
-        self._version = options.default_token_version
-        self._start = start
-        # As ShardReader: a live tailer checks its oplog reaches back on every open.
-        self._checked_history = start is None or getattr(source, "verifies_history", False)
-        self._last_event: ResumeToken | None = None
-        self._promise: ResumeToken | None = initial_promise(options)
-        self._source_promise: Timestamp | None = None
+        self._promise = ShardPromise(
+            source.name,
+            options,
+            start,
+            history_checked=getattr(source, "verifies_history", False),
+        )
 
     @property
     def name(self) -> str:
@@ -69,7 +68,7 @@ class FastShardReader:
     @property
     def position(self) -> Timestamp | None:
         """The cluster time of the shard's promise (None before its first batch)."""
-        return None if self._promise is None else decode_token(self._promise).cluster_time
+        return self._promise.position
 
     def read(self, max_entries: int) -> ShardBatch | None:
         """Read and transform one batch; None when the source has nothing ready.
@@ -85,22 +84,16 @@ class FastShardReader:
         if batch is None:
             return None
         entries = batch.entries
-        floor = self._source_promise
-        self._check_promise(batch.promise)
-        if entries and not self._checked_history:
-            self._check_history(entries[0].get("ts"))
+        floor = self._promise.source_promise
+        self._promise.check_source_promise(batch.promise)
+        if entries:
+            self._promise.check_first_entry(entries[0].get("ts"))
         events: list[ChangeEvent] = []
         pipeline = self._pipeline
         if entries and not pipeline.closed:
             events = self._events(entries, -1 if floor is None else ts_key(floor))
-        if events:
-            self._last_event = events[-1].token
-        candidates = [token for token in (self._last_event, self._promise) if token is not None]
-        if batch.promise is not None and not pipeline.closed:
-            candidates.append(encode_token(high_water_mark(batch.promise, self._version)))
-        if candidates:
-            self._promise = max(candidates, key=lambda token: token.data)
-        return ShardBatch(events, self._promise, batch.exhausted or pipeline.closed)
+        promise = self._promise.advance(events, batch.promise, pipeline.closed)
+        return ShardBatch(events, promise, batch.exhausted or pipeline.closed)
 
     def _events(self, entries: Sequence[Mapping[str, Any]], floor: int) -> list[ChangeEvent]:
         """The batch's events: fast ones encoded, the reference's as it built them."""
@@ -123,21 +116,6 @@ class FastShardReader:
                 event.shard = shard
                 events.append(event)
         return events
-
-    def _check_promise(self, promise: Timestamp | None) -> None:
-        """A source's promise never goes back (the entries' order is the pipeline's check)."""
-        if promise is None:
-            return
-        if self._source_promise is not None and promise < self._source_promise:
-            raise MergeError(
-                f"shard {self.name!r}: its promise went backwards, from "
-                f"{self._source_promise!r} to {promise!r}"
-            )
-        self._source_promise = promise
-
-    def _check_history(self, first_ts: object) -> None:
-        self._checked_history = True
-        check_history(self.name, first_ts, self._start)
 
 
 def shard_options(options: ChangeStreamOptions) -> ChangeStreamOptions:
