@@ -26,7 +26,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import MergeError
 from shardstream.merger.encoded_event import EncodedEvent
-from shardstream.merger.shard_promise import ShardPromise
+from shardstream.merger.shard_promise import PromisingReader, ShardPromise
 from shardstream.merger.shard_reader import ShardBatch
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogSource
@@ -34,7 +34,7 @@ from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.fast_path import FastShardPipeline, fast_path_applies, ts_key
 
 
-class FastShardReader:
+class FastShardReader(PromisingReader):
     """Pulls one shard's raw oplog through the fast pipeline.
 
     Args:
@@ -46,29 +46,14 @@ class FastShardReader:
     def __init__(
         self, source: OplogSource, options: ChangeStreamOptions, *, start: Timestamp | None = None
     ) -> None:
-        self.source = source
+        super().__init__(source)
         self._pipeline = FastShardPipeline(
             shard_options(options),
             single_shard=False,
             history=_DecodedHistory(source),
             name=source.name,
         )
-        self._promise = ShardPromise(
-            source.name,
-            options,
-            start,
-            history_checked=getattr(source, "verifies_history", False),
-        )
-
-    @property
-    def name(self) -> str:
-        """The shard's name."""
-        return self.source.name
-
-    @property
-    def position(self) -> Timestamp | None:
-        """The cluster time of the shard's promise (None before its first batch)."""
-        return self._promise.position
+        self._promise = ShardPromise.for_source(source, options, start)
 
     def read(self, max_entries: int) -> ShardBatch | None:
         """Read and transform one batch; None when the source has nothing ready.

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost, MergeError
+from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
@@ -45,6 +46,18 @@ class ShardPromise:
         self._last_event: ResumeToken | None = None
         self.token: ResumeToken | None = initial_promise(options)
         self.source_promise: Timestamp | None = None
+
+    @classmethod
+    def for_source(
+        cls, source: OplogSource, options: ChangeStreamOptions, start: Timestamp | None
+    ) -> ShardPromise:
+        """The promise of a reader of ``source`` (which may check its history itself)."""
+        return cls(
+            source.name,
+            options,
+            start,
+            history_checked=getattr(source, "verifies_history", False),
+        )
 
     @property
     def position(self) -> Timestamp | None:
@@ -88,6 +101,25 @@ class ShardPromise:
         if candidates:
             self.token = max(candidates, key=lambda token: token.data)
         return self.token
+
+
+class PromisingReader:
+    """What both shard readers share: the source, and the promise kept for it."""
+
+    _promise: ShardPromise
+
+    def __init__(self, source: OplogSource) -> None:
+        self.source = source
+
+    @property
+    def name(self) -> str:
+        """The shard's name."""
+        return self.source.name
+
+    @property
+    def position(self) -> Timestamp | None:
+        """The cluster time of the shard's promise (None before its first batch)."""
+        return self._promise.position
 
 
 def check_history(name: str, first_ts: object, start: Timestamp | None) -> None:

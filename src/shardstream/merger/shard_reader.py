@@ -15,7 +15,7 @@ from typing import Any
 from bson.timestamp import Timestamp
 
 from shardstream.errors import MergeError
-from shardstream.merger.shard_promise import ShardPromise
+from shardstream.merger.shard_promise import PromisingReader, ShardPromise
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, ShardPipeline
@@ -33,7 +33,7 @@ class ShardBatch:
     exhausted: bool
 
 
-class ShardReader:
+class ShardReader(PromisingReader):
     """Pulls one shard's oplog through its pipeline.
 
     Args:
@@ -51,24 +51,9 @@ class ShardReader:
         lookup: DocumentLookup | None = None,
         start: Timestamp | None = None,
     ) -> None:
-        self.source = source
+        super().__init__(source)
         self._pipeline = ShardPipeline(options, history=source, lookup=lookup, single_shard=False)
-        self._promise = ShardPromise(
-            source.name,
-            options,
-            start,
-            history_checked=getattr(source, "verifies_history", False),
-        )
-
-    @property
-    def name(self) -> str:
-        """The shard's name."""
-        return self.source.name
-
-    @property
-    def position(self) -> Timestamp | None:
-        """The cluster time of the shard's promise (None before its first batch)."""
-        return self._promise.position
+        self._promise = ShardPromise.for_source(source, options, start)
 
     def read(self, max_entries: int) -> ShardBatch | None:
         """Read and transform one batch; None when the source has nothing ready.
