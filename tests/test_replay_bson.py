@@ -9,6 +9,8 @@ several shards) encoded one by one.
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +190,26 @@ def test_bson_replay_reads_stdin(
         for event in transform_oplog(decoded, ChangeStreamOptions())
     ]
     assert _split(capsysbinary.readouterr().out) == expected
+
+
+@pytest.mark.parametrize("flags", [["--output-format", "bson", "--workers", "2"], []])
+def test_a_reader_that_stops_early_ends_the_replay_quietly(
+    flags: list[str], tmp_path: Path
+) -> None:
+    """``shardstream replay ... | head``: exit code 141 (SIGPIPE's), no traceback."""
+    argv = []
+    for n in range(2):
+        path = tmp_path / f"s{n}.bson"
+        path.write_bytes(b"".join(bson.encode(e) for e in generate_entries(3000, n)))
+        argv += ["--shard", f"s{n}={path}"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shardstream", "replay", *argv, *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert len(process.stdout.read(100)) == 100
+    process.stdout.close()  # the reader goes away with most of the output unread
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 141
+    assert err == b""

@@ -17,6 +17,7 @@ line, processing goes on, and the exit code is 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
@@ -36,6 +37,7 @@ from shardstream.resume_token.token_json import (
 )
 from shardstream.watch_command import add_watch_parser
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a writer killed by a closed pipe exits with
 _JSON_PARSE_ERRORS = (ValueError, TypeError, KeyError, OverflowError, BSONError)
 
 
@@ -47,7 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # The reader went away (``shardstream replay ... | head``): stop quietly, as a
+        # pipeline's writer does.  Output still buffered would fail again at exit, so
+        # stdout goes to /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
 
 
 def _build_parser() -> argparse.ArgumentParser:

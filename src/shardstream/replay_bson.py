@@ -90,7 +90,12 @@ def _event_batches(
         return
     merged_options = options.with_options(merged_by_router=True)
     if workers <= 1:
-        yield from merge_encoded(shard_batches(name, path, merged_options) for name, path in shards)
+        streams = [shard_batches(name, path, merged_options) for name, path in shards]
+        try:
+            yield from merge_encoded(streams)
+        finally:
+            for stream in streams:
+                stream.close()  # the shard files, at once (an error's traceback holds them)
         return
     pool = WorkerPool(shards, merged_options, workers)
     try:

@@ -18,7 +18,7 @@ import bson
 import pytest
 from bson.timestamp import Timestamp
 
-from shardstream.errors import OplogError, ShardstreamError
+from shardstream.errors import OplogError, ShardstreamError, TransformError
 from shardstream.merger import MergedStream, shard_workers
 from shardstream.merger.batch_pipe import BatchReader, BatchWriter, new_ring
 from shardstream.merger.shard_workers import blocks
@@ -217,3 +217,37 @@ def test_a_reader_whose_writer_closes_without_an_end_fails() -> None:
         list(shard_workers._received(reader, [reader]))
     for fd in (data_read, bell_read, bell_write):
         os.close(fd)
+
+
+def test_a_workers_transform_error_keeps_its_ts_and_code(tmp_path: Path) -> None:
+    """The same exception as in one process: class, message and attributes."""
+    oplogs = {name: list(generate_entries(40, n)) for n, name in enumerate("abcd")}
+    v1_update = make.update(T[59], 1, {}) | {"o": {"$set": {"x": 1}}}  # $v:1: refused on 8.2
+    oplogs["d"].append(v1_update)  # read by the worker
+    shards = _files(tmp_path, oplogs)
+    errors = []
+    for workers in (0, 2):
+        with pytest.raises(TransformError) as caught:
+            _replay(tmp_path, shards, ChangeStreamOptions(), workers)
+        errors.append((str(caught.value), caught.value.ts, caught.value.code))
+    assert errors[0] == errors[1]
+    assert errors[1][1] == T[59]
+    assert errors[1][2] is not None
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_failed_replay_closes_its_files_at_once(workers: int, tmp_path: Path) -> None:
+    oplogs = {name: list(generate_entries(60, n)) for n, name in enumerate("abcd")}
+    oplogs["a"][10], oplogs["a"][20] = oplogs["a"][20], oplogs["a"][10]  # this process's shard
+    shards = _files(tmp_path, oplogs)
+    before = _open_files()
+    with pytest.raises(OplogError) as caught:
+        _replay(tmp_path, shards, ChangeStreamOptions(), workers)
+    # While the error (and its traceback, which references the replay's frames) is still
+    # held, as a caller's handler holds it: no pipe or shard file is left open.
+    assert caught.value.__traceback__ is not None
+    assert _open_files() == before
+
+
+def _open_files() -> int:
+    return sum(1 for _ in Path("/proc/self/fd").iterdir())

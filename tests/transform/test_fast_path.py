@@ -18,10 +18,12 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
+from shardstream.errors import OplogError
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.transform import ChangeStreamOptions
-from shardstream.transform.fast_path import fast_path_applies
+from shardstream.transform.fast_path import FastShardPipeline, fast_path_applies
 from shardstream.transform.raw_event_writer import encode_event_document
+from tests import factories as make
 from tests.transform.fast_path_oracle import as_read_from_file, fast_run, reference_run
 from tests.transform.raw_corpus import generate_entries
 from tests.transform.vector_cases import RAW_CASES, SKIPPED, oplog_entries, options_for
@@ -244,3 +246,38 @@ def test_a_damaged_entry_after_its_namespace_is_known_gives_the_reference_result
     else:  # the fast path framed it without decoding: it must not have invented events
         assert got[0][: len(expected[0])] == expected[0]
         assert got[1][: len(expected[1])] == expected[1]
+
+
+def test_the_entry_that_invalidates_is_checked_for_order_too() -> None:
+    """A drop out of ts order fails the shard, as the reference's order check fails it."""
+    t = [Timestamp(1700000000, i) for i in range(1, 6)]
+    key = ObjectId()
+    entries = [
+        make.insert(t[0], {"_id": key, "a": 1}),
+        make.insert(t[4], {"_id": ObjectId(), "a": 2}),
+        make.command(t[2], "db", {"drop": "coll"}),  # before the insert at t[4]
+    ]
+    pipeline = FastShardPipeline(ChangeStreamOptions(db="db", coll="coll"), single_shard=False)
+    with pytest.raises(OplogError, match="expected ts to increase"):
+        pipeline.process_batch(as_read_from_file(entries), [], [], last=-1)
+
+
+def _reordered_insert(ts: Timestamp) -> dict[str, Any]:
+    """An insert whose fields are not in mongod's order: read from scan_entry's offsets."""
+    entry = make.insert(ts, {"_id": ObjectId(), "a": 1})
+    return {"ts": entry.pop("ts"), **entry}
+
+
+@pytest.mark.parametrize("field", [b"\x02op\x00", b"\x02ns\x00"])
+def test_a_string_without_its_terminator_is_left_to_the_reference(field: bytes) -> None:
+    """Out of mongod's order the fields are framed by their lengths: a string's NUL must be
+    where its length says, or the entry is not valid BSON and the reference reports it."""
+    good = as_read_from_file([_reordered_insert(Timestamp(1700000000, 1))])[0]
+    damaged = bytearray(good)
+    at = good.index(field)
+    size = int.from_bytes(good[at + 4 : at + 8], "little")
+    damaged[at + 7 + size] = ord("x")
+    got, pipeline = fast_run([good, bytes(damaged)], ChangeStreamOptions())
+    assert pipeline.fast_entries == 1  # the good one
+    assert got[2] is not None
+    assert got[2].startswith("OplogError: corrupt BSON entry in <oplog> at byte ")

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import mmap
 import os
+import pickle
 import struct
 from array import array
 from collections import deque
 from itertools import accumulate
 from typing import Final
 
-from shardstream import errors
 from shardstream.errors import ShardstreamError
 from shardstream.transform.encoded_stream import EncodedBatch
 
@@ -38,7 +38,7 @@ HEADER: Final = struct.Struct("<cQQQQQQ")
 IN_RING: Final = b"R"
 IN_PIPE: Final = b"P"
 END: Final = b"E"
-ERROR: Final = b"X"  # keys part: the exception's class name; events part: its message
+ERROR: Final = b"X"  # keys part: the exception's class name; events part: it, pickled
 # The ring's first bytes: the position up to which the parent has written the events out
 # (an aligned 8-byte word, stored and loaded whole on the 64-bit machines we run on).  The
 # parent also rings a doorbell (a byte down a pipe) each time, to wake a waiting worker.
@@ -104,9 +104,14 @@ class BatchWriter:
         write_all(self._fd, [HEADER.pack(END, 0, 0, 0, 0, 0, 0)])
 
     def error(self, exc: ShardstreamError) -> None:
-        """Send ``exc`` to be raised again in the reader (same class, same message)."""
+        """Send ``exc`` to be raised again in the reader: the same class, message and
+        attributes (a TransformError's ``ts`` and ``code``), pickled -- the reader is this
+        worker's own parent."""
         kind = type(exc).__name__.encode()
-        text = str(exc).encode()
+        try:
+            text = pickle.dumps(exc)
+        except Exception:  # an attribute that does not pickle: the class and message only
+            text = pickle.dumps(type(exc)(str(exc)))
         write_all(self._fd, [HEADER.pack(ERROR, 0, len(kind), 0, len(text), 0, 0), kind, text])
 
 
@@ -211,9 +216,7 @@ class BatchReader:
         self._header = None
         self._buffer = bytearray(HEADER.size)
         if kind == ERROR:
-            name = bytes(payload[:keys_size]).decode()
-            error = getattr(errors, name, ShardstreamError)
-            self.received.append(error(bytes(payload[keys_size:]).decode()))
+            self.received.append(_rebuilt_error(bytes(payload[:keys_size]), payload[keys_size:]))
             self.ended = True
             return
         self._add(payload, (kind, count, keys_size, invalidate_size, events_size, 0, 0), 0)
@@ -233,3 +236,14 @@ class BatchReader:
         slices = [events[start:stop] for start, stop in zip(starts, ends, strict=False)]
         batch = EncodedBatch(keys, slices, invalidate)  # type: ignore[arg-type]
         self.received.append((batch, end))
+
+
+def _rebuilt_error(kind: bytes, pickled: memoryview) -> ShardstreamError:
+    """The worker's exception as it raised it; failing that, its class name in a message."""
+    try:
+        error = pickle.loads(pickled)
+    except Exception as exc:
+        return ShardstreamError(f"a worker failed with {kind.decode(errors='replace')} ({exc})")
+    if isinstance(error, ShardstreamError):
+        return error
+    return ShardstreamError(f"a worker failed: {error!r}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import select
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from itertools import accumulate
 from multiprocessing.connection import Connection
 from typing import Any
@@ -28,7 +28,9 @@ from shardstream.transform.encoded_stream import EncodedBatch, encode_shard, qui
 from shardstream.transform.fast_path import FastShardPipeline
 
 
-def shard_batches(name: str, path: str, options: ChangeStreamOptions) -> Iterator[EncodedBatch]:
+def shard_batches(
+    name: str, path: str, options: ChangeStreamOptions
+) -> Generator[EncodedBatch, None, None]:
     """One shard of a merged replay, in this process."""
     pipeline = FastShardPipeline(
         options, single_shard=False, history=FileOplogSource(name, path), name=name
@@ -79,6 +81,7 @@ class WorkerPool:
         self._readers: list[BatchReader] = []
         self._connections: list[Connection] = []
         self._processes: list[Any] = []
+        self._streams: list[Generator[EncodedBatch, None, None]] = []
         for block in self._blocks[1:]:
             ring = new_ring()
             receive, send = context.Pipe(duplex=False)
@@ -96,7 +99,7 @@ class WorkerPool:
                 BatchReader(receive.fileno(), ring_doorbell.fileno(), ring, _names(block))
             )
 
-    def streams(self) -> list[Iterator[EncodedBatch]]:
+    def streams(self) -> list[Generator[EncodedBatch, None, None]]:
         """The streams to merge, in shard order: this process's shards, then one per worker.
 
         The merge reads its streams in that order too: at the start, this process encodes
@@ -108,22 +111,28 @@ class WorkerPool:
         """
         remote = [_received(reader, self._readers) for reader in self._readers]
         local = [shard_batches(name, path, self._options) for name, path in self._blocks[0]]
-        return [*local, *remote]
+        self._streams = [*local, *remote]
+        return list(self._streams)
 
     def close(self) -> None:
         """Stop the workers (early when the stream ended first, e.g. at an invalidate)."""
+        for stream in self._streams:
+            stream.close()  # this process's shard files, at once rather than at the next GC
         for connection in self._connections:
             connection.close()
         for process in self._processes:
             process.terminate()
             process.join()
+            process.close()
 
 
 def _names(block: list[tuple[str, str]]) -> str:
     return ("shard " if len(block) == 1 else "shards ") + ", ".join(repr(n) for n, _ in block)
 
 
-def _received(reader: BatchReader, readers: list[BatchReader]) -> Iterator[EncodedBatch]:
+def _received(
+    reader: BatchReader, readers: list[BatchReader]
+) -> Generator[EncodedBatch, None, None]:
     """``reader``'s batches; while waiting for one, read the headers every worker sent."""
     while True:
         reader.release()  # asked for the next batch: the last one is written out

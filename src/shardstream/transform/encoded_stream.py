@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
@@ -42,7 +42,7 @@ def encode_shard(
     *,
     check_order: bool = False,
     start: Timestamp | None = None,
-) -> Iterator[EncodedBatch]:
+) -> Generator[EncodedBatch, None, None]:
     """Run each batch of raw entries through ``pipeline``.
 
     Args:
@@ -59,30 +59,36 @@ def encode_shard(
     start_key = ts_key(start) if start is not None else None
     last = -1 if check_order else None
     process_batch = pipeline.process_batch
-    for docs in batches:
-        keys: list[bytes] = []
-        events: list[bytes] = []
-        if start_key is not None and docs:  # only the shard's first entry is checked
-            ts = process_batch(docs[:1], keys, events, last=last)
-            if ts > start_key:
-                raise ChangeStreamHistoryLost(
-                    f"Resume of change stream was not possible, as the resume point may "
-                    f"no longer be in the oplog: shard {pipeline.name!r} starts at "
-                    f"{timestamp_of(ts)!r}, after the stream's start {start!r} (server "
-                    "error 286)"
-                )
-            start_key = None
-            if check_order:
-                last = ts
-            docs = docs[1:]
-        if docs:
-            ts = process_batch(docs, keys, events, last=last)
-            if check_order:
-                last = ts
-        if pipeline.closed:
-            yield EncodedBatch(keys, events, pipeline.invalidate_key)
-            return
-        yield EncodedBatch(keys, events)
+    try:
+        for docs in batches:
+            keys: list[bytes] = []
+            events: list[bytes] = []
+            if start_key is not None and docs:  # only the shard's first entry is checked
+                ts = process_batch(docs[:1], keys, events, last=last)
+                if ts > start_key:
+                    raise ChangeStreamHistoryLost(
+                        f"Resume of change stream was not possible, as the resume point may "
+                        f"no longer be in the oplog: shard {pipeline.name!r} starts at "
+                        f"{timestamp_of(ts)!r}, after the stream's start {start!r} (server "
+                        "error 286)"
+                    )
+                start_key = None
+                if check_order:
+                    last = ts
+                docs = docs[1:]
+            if docs:
+                ts = process_batch(docs, keys, events, last=last)
+                if check_order:
+                    last = ts
+            if pipeline.closed:
+                yield EncodedBatch(keys, events, pipeline.invalidate_key)
+                return
+            yield EncodedBatch(keys, events)
+    finally:
+        # The reader's file closes now, even when an error's traceback keeps this frame.
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
 
 
 @contextmanager

@@ -52,13 +52,13 @@ def any_layout_events(
     ts_at = slots[TS]
     if at < 0 or ts_at < 0 or doc[at] != 0x02 or doc[ts_at] != 0x11:
         return -1
-    if doc[at + 4 : at + 8] != _SHORT_OP:
-        return -1
+    if doc[at + 4 : at + 8] != _SHORT_OP or doc[at + 9] != 0:
+        return -1  # not a one-character op, or its terminator is missing: not valid BSON
     op = doc[at + 8]
     ts_value = doc[ts_at + 4 : ts_at + 12]
     ts = int.from_bytes(ts_value, "little")
     if op == NOOP:
-        return ts if slots[OBJECT2] < 0 else -1  # see FastShardPipeline._by_layout
+        return ts if slots[OBJECT2] < 0 else -1  # see mongod_layout_events
     if op == COMMAND:
         return transaction_events(doc, templates, start, keys, events)
     if op not in OPERATION_TYPES:
@@ -68,7 +68,10 @@ def any_layout_events(
     at = slots[NS]
     if at < 0 or doc[at] != 0x02:
         return -1
-    ns = doc[at + 8 : at + 7 + int.from_bytes(doc[at + 4 : at + 8], "little")]
+    size = int.from_bytes(doc[at + 4 : at + 8], "little")
+    if size < 1 or doc[at + 7 + size] != 0:
+        return -1  # the string's terminator is not where its length says: not valid BSON
+    ns = doc[at + 8 : at + 7 + size]
     at = slots[UI]
     # ui: BinData of 16 bytes, subtype 4 (the element's value is length, subtype, bytes)
     if at < 0 or doc[at] != 0x05 or doc[at + 4 : at + 9] != b"\x10\x00\x00\x00\x04":

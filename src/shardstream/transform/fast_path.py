@@ -20,7 +20,7 @@ import bson
 from bson.errors import BSONError
 from bson.timestamp import Timestamp
 
-from shardstream.errors import OplogError
+from shardstream.errors import OplogError, ShardstreamError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.transform import fields as f
 from shardstream.transform.change_event import ChangeEvent
@@ -136,6 +136,8 @@ class FastShardPipeline:
         entry (benchmarks/README.md, "replay").
 
         Args:
+            docs: whole BSON documents, each cut out by its own length prefix, as the
+                readers and tailers hand them out (the prefix itself is not read again).
             last: the ts (as an int) of the entry before ``docs``, to check that ts
                 increases from entry to entry, as a shard of a merged stream must (see
                 ``FileOplogSource``); None: not checked.
@@ -150,26 +152,32 @@ class FastShardPipeline:
         start = self._start
         check = last is not None
         previous = last if last is not None else -1
-        for doc in docs:
-            if self._fast:
-                ts = mongod_layout_events(doc, templates, start, keys, events)
-                if ts < 0:
-                    ts = self._other(doc, ts, keys, events)
-            elif self.reference.closed:
-                break
+        try:
+            for doc in docs:
+                if self._fast:
+                    ts = mongod_layout_events(doc, templates, start, keys, events)
+                    if ts < 0:
+                        ts = self._other(doc, ts, keys, events)
+                elif self.reference.closed:
+                    break
+                else:
+                    ts = self._reference_entry(doc, keys, events)
+                if check:
+                    # The entry that closes the stream is checked too (only an entry without a
+                    # ts, which the reference reports itself, may close it with ts -1).
+                    if ts <= previous and (ts >= 0 or not self.reference.closed):
+                        raise OplogError(
+                            f"shard {self.name!r}: expected ts to increase, got "
+                            f"{timestamp_of(ts)!r} after {timestamp_of(previous)!r}"
+                        )
+                    previous = ts
             else:
-                ts = self._reference_entry(doc, keys, events)
-            if check:
-                if ts <= previous and not self.reference.closed:
-                    raise OplogError(
-                        f"shard {self.name!r}: expected ts to increase, got "
-                        f"{timestamp_of(ts)!r} after {timestamp_of(previous)!r}"
-                    )
-                previous = ts
-        else:
-            self._entries += len(docs)
-            self._offset += sum(map(len, docs))
-            return ts
+                self._entries += len(docs)
+                self._offset += sum(map(len, docs))
+                return ts
+        except ShardstreamError:
+            self._entries += _index_of(docs, doc) + 1  # up to the entry that failed
+            raise
         # Closed by an invalidate: the rest of the batch is never read.
         self._entries += _index_of(docs, doc)
         return ts
