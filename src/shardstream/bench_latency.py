@@ -30,7 +30,7 @@ from pymongo.errors import PyMongoError
 
 from shardstream.bench_emulated import BENCH_NAMESPACE
 from shardstream.bench_latency_report import header, stream_report
-from shardstream.bench_live import cluster_time, error_text, password_of
+from shardstream.bench_live import cluster_time, error_text, open_client, password_of
 from shardstream.bench_tail import Fence, TailSpec, tail
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
@@ -93,10 +93,7 @@ def measure_latency(
         raise ConfigurationError(f"expected --max-await-ms MS with MS >= 1, got {max_await_ms}")
     if readers not in ("thread", "process"):
         raise ConfigurationError(f"expected --readers thread or process, got {readers!r}")
-    try:
-        client: MongoClient[Any] = MongoClient(uri)
-    except PyMongoError as exc:
-        raise ShardstreamError(f"bad --uri: {error_text(exc, uri)}") from exc
+    client = open_client(uri)
     try:
         options = {
             "tailer": tailer,

@@ -56,6 +56,14 @@ def error_text(exc: BaseException, uri: str) -> str:
     return redact_text(text, password_of(uri))
 
 
+def open_client(uri: str) -> MongoClient[Any]:
+    """A client of ``uri``; a URI pymongo refuses is a redacted ShardstreamError."""
+    try:
+        return MongoClient(uri)
+    except PyMongoError as exc:
+        raise ShardstreamError(f"bad --uri: {error_text(exc, uri)}") from exc
+
+
 def cluster_time(client: MongoClient[Any]) -> Timestamp:
     """The cluster's time now, as mongos reports it (``operationTime`` of a ``hello``)."""
     reply = client.admin.command("hello")
@@ -170,10 +178,7 @@ def measure_live(
     """
     if events < 1:
         raise ConfigurationError(f"expected --events N with N >= 1, got {events}")
-    try:
-        client: MongoClient[Any] = MongoClient(uri)
-    except PyMongoError as exc:
-        raise ShardstreamError(f"bad --uri: {error_text(exc, uri)}") from exc
+    client = open_client(uri)
     try:
         try:
             end = cluster_time(client)
