@@ -27,6 +27,7 @@ from shardstream.transform.raw_event_writer import (
     OBJECT_ID_KEY_HEADER,
     OBJECT_ID_KEY_SIZE,
     CrudEventTemplate,
+    is_object_id_key,
     write_crud_event,
 )
 from shardstream.transform.raw_update_description import update_description_bytes
@@ -104,7 +105,7 @@ def any_layout_events(
         else:
             return -1
     elif op == DELETE:  # documentKey is o
-        key = o if len(o) == OBJECT_ID_KEY_SIZE and o[:9] == OBJECT_ID_KEY_HEADER else b""
+        key = o if is_object_id_key(o) else b""
     else:
         at = slots[OBJECT2]
         key = _object_id_key(doc, at) if at >= 0 else b""
@@ -124,7 +125,5 @@ def any_layout_events(
 
 def _object_id_key(doc: bytes, at: int) -> bytes:
     """The o2 document at element ``at`` if it is exactly ``{_id: ObjectId}``, else b""."""
-    if doc[at] != 0x03 or doc[at + 4 : at + 13] != OBJECT_ID_KEY_HEADER:
-        return b""
     key = doc[at + 4 : at + 4 + OBJECT_ID_KEY_SIZE]
-    return key if key[-1] == 0 else b""
+    return key if doc[at] == 0x03 and is_object_id_key(key) else b""

@@ -19,8 +19,8 @@ from shardstream.transform.event_templates import (
 )
 from shardstream.transform.raw_event_writer import (
     OBJECT_ID_KEY_HEADER,
-    OBJECT_ID_KEY_SIZE,
     CrudEventTemplate,
+    is_object_id_key,
     write_crud_event,
 )
 from shardstream.transform.raw_transaction import (
@@ -153,8 +153,3 @@ def _crud_pieces(
     if description is None or o2 is None or not is_object_id_key(o2):
         return None
     return None, o2, description
-
-
-def is_object_id_key(key: bytes) -> bool:
-    """Whether ``key`` is the whole BSON of ``{_id: <ObjectId>}``."""
-    return len(key) == OBJECT_ID_KEY_SIZE and key.startswith(OBJECT_ID_KEY_HEADER)

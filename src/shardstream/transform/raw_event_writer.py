@@ -47,6 +47,12 @@ _DOCUMENT_KEY_FIELD: Final = b"\x03documentKey\x00"
 OBJECT_ID_KEY_HEADER: Final = b"\x16\x00\x00\x00\x07_id\x00"  # {_id: ObjectId}, 22 bytes
 OBJECT_ID_KEY_SIZE: Final = 22
 
+
+def is_object_id_key(key: bytes) -> bool:
+    """Whether ``key`` is the whole BSON of ``{_id: <ObjectId>}`` (header, 12 bytes, NUL)."""
+    return len(key) == OBJECT_ID_KEY_SIZE and key.startswith(OBJECT_ID_KEY_HEADER) and not key[-1]
+
+
 # Two probes that differ in every byte the template leaves open (time, increment, ObjectId).
 _PROBES: Final = (
     (Timestamp(0x01020304, 0x05060708), ObjectId(bytes(range(0x11, 0x1D)))),

@@ -22,7 +22,11 @@ from shardstream.transform.raw_entry import (
     TRANSACTION_TAIL,
     elements,
 )
-from shardstream.transform.raw_event_writer import OBJECT_ID_KEY_HEADER, OBJECT_ID_KEY_SIZE
+from shardstream.transform.raw_event_writer import (
+    OBJECT_ID_KEY_HEADER,
+    OBJECT_ID_KEY_SIZE,
+    is_object_id_key,
+)
 
 # {ts: Timestamp(0, 0), t: NumberLong(-1)}: the prevOpTime of a transaction's first entry.
 NULL_OP_TIME: Final = (
@@ -161,7 +165,7 @@ def _known_op(doc: bytes, at: int, end: int, known_heads: set[bytes]) -> LaidOut
         return None
     if doc[at + 8] == _DELETE:
         key = doc[head_end:end]
-        if len(key) != OBJECT_ID_KEY_SIZE or not key.startswith(OBJECT_ID_KEY_HEADER) or key[-1]:
+        if not is_object_id_key(key):
             return None
         return head[:-3], key, key
     o2_at = end - 4 - OBJECT_ID_KEY_SIZE
