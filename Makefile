@@ -1,34 +1,45 @@
-# Two entry points for a newcomer: `make demo` and `make test`. Each builds .venv on first use.
+# Two entry points for a newcomer: `make demo` and `make test`. Each builds .venv on first use,
+# installing exactly the versions pinned in constraints.txt (`make lock` refreshes them).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+LOCK := constraints.txt
+# -c pins every package installed; --build-constraint pins the isolated build's setuptools.
+PIP_INSTALL := $(BIN)/python -m pip install --quiet -c $(LOCK) --build-constraint $(LOCK)
+STAMP_VENV := $(VENV)/.pinned-pip
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_SPARK := $(VENV)/.installed-spark
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench lock lockcheck clean
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+# The venv's own pip first, at the pinned version (older pips lack --build-constraint).
+$(STAMP_VENV): $(LOCK)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c $(LOCK) pip
+	touch $@
 
-$(STAMP_BASE): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(STAMP_BASE): pyproject.toml $(LOCK) | $(STAMP_VENV)
+	$(PIP_INSTALL) -e .
 	touch $@
 
 # The demo runs Spark and delta-rs: the spark extra (pyspark is a ~450 MB download).
-$(STAMP_SPARK): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[spark]'
+$(STAMP_SPARK): pyproject.toml $(LOCK) | $(STAMP_VENV)
+	$(PIP_INSTALL) -e '.[spark]'
 	touch $@ $(STAMP_BASE)
 
-$(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(STAMP_DEV): pyproject.toml $(LOCK) | $(STAMP_VENV)
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(STAMP_BASE) $(STAMP_SPARK)
 
 demo: $(STAMP_SPARK)
 	$(BIN)/shardstream demo
 
-test: lint typecheck unit
+test: lockcheck lint typecheck unit
+
+# Fails when pyproject.toml's requirements changed without `make lock`.
+lockcheck: $(STAMP_DEV)
+	$(BIN)/python -m tests.dependency_lock check
 
 lint: $(STAMP_DEV)
 	$(BIN)/ruff format --check src tests benchmarks
@@ -41,8 +52,16 @@ unit: $(STAMP_DEV)
 	$(BIN)/pytest -q
 
 bench: $(STAMP_DEV)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/pytest -q benchmarks
 
+# Resolve the newest versions pyproject.toml's ranges allow in a scratch venv, then pin them.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --upgrade pip setuptools
+	.lock-venv/bin/python -m pip install --quiet -e '.[dev]'
+	.lock-venv/bin/python -m tests.dependency_lock write .lock-venv
+	rm -rf .lock-venv
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) .lock-venv build src/*.egg-info

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from shardstream.errors import ShardstreamError
+from shardstream.oplog.read_preference import READ_PREFERENCE_MODES
 from shardstream.oplog.redaction import redact_text
 from shardstream.replay_command import add_stream_options, options_from_args
 from shardstream.transform import ChangeStreamOptions, event_to_json
@@ -36,7 +37,7 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument(
         "--read-preference",
         default="primary",
-        choices=["primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"],
+        choices=READ_PREFERENCE_MODES,
         help="which member of each shard to tail (secondaries offload primaries; default primary)",
     )
     parser.add_argument(

@@ -10,11 +10,13 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 import shardstream
+from shardstream.cli import main
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet, ErrorReply
 from shardstream.errors import ConfigurationError, OplogError
 from shardstream.oplog.cluster_discovery import discover_cluster
 from shardstream.oplog.live_faults import RetryPolicy
 from shardstream.oplog.live_source import LiveOplogSource
+from shardstream.oplog.process_source import ProcessOplogSource
 
 from .live_helpers import AWAIT_MS, fill, poll
 
@@ -45,10 +47,36 @@ def test_the_tailer_reads_with_the_requested_read_preference(
     assert shard.last_bodies["find"]["$readPreference"]["mode"] == mode
 
 
-def test_an_unknown_read_preference_is_a_configuration_error(filled: EmulatedReplicaSet) -> None:
-    shard = filled
-    with pytest.raises(ConfigurationError, match="fastest is not a valid read preference"):
-        LiveOplogSource("shard00", shard.uri, start=Timestamp(1, 1), read_preference="fastest")
+EXPECTED_MODES = "expected one of primary, primaryPreferred, secondary, secondaryPreferred, nearest"
+
+
+@pytest.mark.parametrize("tailer", [LiveOplogSource, ProcessOplogSource])
+@pytest.mark.parametrize("mode", ["fastest", "Primary", "", None])
+def test_an_unknown_read_preference_names_the_value_and_the_modes(
+    filled: EmulatedReplicaSet, tailer: type[Any], mode: object
+) -> None:
+    # Our own words, whatever the installed pymongo says of the same mistake.
+    with pytest.raises(ConfigurationError) as raised:
+        tailer("shard00", filled.uri, start=Timestamp(1, 1), read_preference=mode)
+    assert str(raised.value) == f"read preference {mode!r}: {EXPECTED_MODES}"
+
+
+def test_watch_checks_the_read_preference_before_connecting() -> None:
+    # Nothing listens on this port: the error must come before any connection attempt.
+    began = time.monotonic()
+    with pytest.raises(ConfigurationError) as raised:
+        shardstream.watch("mongodb://127.0.0.1:1/", read_preference="fastest")
+    assert str(raised.value) == f"read preference 'fastest': {EXPECTED_MODES}"
+    assert time.monotonic() - began < 5  # no server selection timeout was waited out
+
+
+def test_the_watch_command_refuses_an_unknown_read_preference(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["watch", "mongodb://127.0.0.1:1/", "--read-preference", "fastest"])
+    assert exited.value.code == 2
+    assert "fastest" in capsys.readouterr().err
 
 
 def test_a_refused_login_fails_at_once_without_retrying(filled: EmulatedReplicaSet) -> None:

@@ -21,6 +21,7 @@ from shardstream.oplog.live_lookup import LiveDocumentLookup
 from shardstream.oplog.live_source import RAW_OPLOG_CODEC_OPTIONS as RAW_OPTIONS
 from shardstream.oplog.live_source import LiveOplogSource
 from shardstream.oplog.process_source import ProcessOplogSource
+from shardstream.oplog.read_preference import check_read_preference
 from shardstream.oplog.source import OplogSource
 
 # Opens the oplog of a shard added mid-stream: (name, config.shards host, start) -> source.
@@ -90,11 +91,12 @@ def connect_live_cluster(
             ``RawBSONDocument`` s, for the merge's fast path.
 
     Raises:
-        ConfigurationError: an unknown ``tailer``.
+        ConfigurationError: an unknown ``tailer`` or read preference.
         OplogError: the cluster cannot be reached or listed (the URI is redacted).
     """
     if tailer not in TAILERS:
         raise ConfigurationError(f"expected tailer 'thread' or 'process', got {tailer!r}")
+    check_read_preference(read_preference)  # before any connection is made
     info = discover_cluster(cluster, client_options=dict(client_options or {}))
     if start is None:
         now = info.cluster_time

@@ -29,6 +29,7 @@ from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, Oplo
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live_faults import RetryPolicy, Verdict, classify
 from shardstream.oplog.live_majority import Majority, check_history, idle_promise, read_majority
+from shardstream.oplog.read_preference import check_read_preference
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import Handout, OplogBatch
 
@@ -87,7 +88,7 @@ class LiveOplogSource:
                 stalled shard would block a getMore forever (testing.md §5).
 
         Raises:
-            ConfigurationError: a bad argument or URI.
+            ConfigurationError: a bad argument (read preference included) or URI.
         """
         if await_ms <= 0 or batch_size <= 0 or max_queued_batches <= 0:
             raise ConfigurationError(
@@ -102,7 +103,7 @@ class LiveOplogSource:
         self.raw_entries = codec_options.document_class is RawBSONDocument
         options: dict[str, Any] = {"socketTimeoutMS": await_ms + 5000}
         options.update(client_options or {})
-        options["readPreference"] = read_preference
+        options["readPreference"] = check_read_preference(read_preference)
         timeout = options["socketTimeoutMS"]
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > await_ms):
             raise ConfigurationError(

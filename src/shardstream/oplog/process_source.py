@@ -32,6 +32,7 @@ from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, Oplo
 from shardstream.oplog import live_source
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live_source import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.oplog.read_preference import check_read_preference
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import Handout, OplogBatch
 
@@ -77,10 +78,13 @@ class ProcessOplogSource:
                 ``retry``, ``client_options``); they must pickle.
 
         Raises:
-            ConfigurationError: ``start`` is not a Timestamp, or the options do not pickle.
+            ConfigurationError: ``start`` is not a Timestamp, an unknown read preference, or
+                options that do not pickle.
         """
         if not isinstance(start, Timestamp):
             raise ConfigurationError(f"expected start to be a bson Timestamp, got {start!r}")
+        # Checked here too, so a bad mode fails at once rather than in the child.
+        check_read_preference(options.get("read_preference", "primary"))
         self._name = name
         self._where = f"shard {name!r} ({redact_uri(shard_uri)})"
         self._await_ms = await_ms
