@@ -1,7 +1,7 @@
-"""The benchmark corpus: see :mod:`shardstream.bench_corpus` (``shardstream bench`` uses it too)."""
+"""The benchmark corpus: see :mod:`shardstream.bench.corpus` (``shardstream bench`` uses it too)."""
 
 from __future__ import annotations
 
-from shardstream.bench_corpus import COLLECTIONS, generate_oplog, oplog_bytes
+from shardstream.bench.corpus import COLLECTIONS, generate_oplog, oplog_bytes
 
 __all__ = ["COLLECTIONS", "generate_oplog", "oplog_bytes"]

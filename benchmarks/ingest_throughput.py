@@ -16,7 +16,7 @@ What it measures:
   ROWS documents, batches of 5,000 changed documents written by the sink's MERGE versus
   delta-rs overwrite-by-predicate (delete the keys, append the rows, one commit).
 * **Sinks alone** (no Spark): the same events as Arrow batches into
-  :class:`~shardstream.spark.delta_sink.LakehouseSink`, split into change-log append,
+  :class:`~shardstream.spark.delta.sink.LakehouseSink`, split into change-log append,
   mirror preparation (read the touched rows + apply) and mirror MERGE.
 
 The corpus is written once as ``<shard>.oplog.bson`` files, so every Spark task reads
@@ -42,10 +42,10 @@ import pyarrow as pa
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.sim import SimulatedCluster, SimulationConfig
-from shardstream.spark.delta_commits import BatchCommit
-from shardstream.spark.delta_sink import BatchOutcome, LakehouseSink
-from shardstream.spark.ingest_progress import IngestProgress
-from shardstream.spark.rows import events_to_batch
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.sink import BatchOutcome, LakehouseSink
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeStreamOptions
 
 SHARDS = 4
@@ -152,8 +152,8 @@ def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
 def _mirror_strategies(rows: int, changed: int) -> None:
     from deltalake import DeltaTable, write_deltalake
 
-    from shardstream.spark.delta_mirror import MIRROR_SCHEMA, DeltaMirror, _literal
-    from shardstream.spark.mirror_state import BatchNeeds, MirrorChanges, MirrorRow
+    from shardstream.spark.delta.mirror import MIRROR_SCHEMA, DeltaMirror, _literal
+    from shardstream.spark.delta.mirror_state import BatchNeeds, MirrorChanges, MirrorRow
 
     def document(index: int, revision: int) -> MirrorRow:
         key = f'{{"_id": {{"$numberInt": "{index}"}}}}'
@@ -168,7 +168,7 @@ def _mirror_strategies(rows: int, changed: int) -> None:
             text,
         )
 
-    from shardstream.spark.delta_mirror import PreparedBatch, _merge_source
+    from shardstream.spark.delta.mirror import PreparedBatch, _merge_source
 
     rng = random.Random(1)
     base = _merge_source({row.key: row for row in (document(i, 0) for i in range(rows))})
@@ -223,8 +223,8 @@ class _RecordingProgress(IngestProgress):
 
 
 def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any]:
-    from shardstream.spark.ingest import IngestSettings, run_ingest
-    from shardstream.spark.ingest_session import build_session
+    from shardstream.spark.ingest.query import IngestSettings, run_ingest
+    from shardstream.spark.ingest.session import build_session
 
     spark = build_session(master)
     options = {

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m benchmarks.live_tail_two_readers [--rate N] [BENCH ARGS...]``
 (e.g. ``--readers process --no-shard-monitor``): starts ``python -m
-shardstream.bench_emulated 4 0 --write-rate N`` (default 1000) in its own process, then
+shardstream.bench.emulated 4 0 --write-rate N`` (default 1000) in its own process, then
 ``shardstream bench --uri URI --duration 10 --write-rate 0 ARGS``.
 
 The emulated mongos has no ``aggregate``, so the bench's native row would be unavailable
@@ -24,7 +24,7 @@ from typing import Any
 from pymongo import MongoClient
 
 import shardstream
-from shardstream.cli import main as cli
+from shardstream.cli.main import main as cli
 
 _NO_MONITOR = "SHARDSTREAM_BENCH_STAND_IN_NO_MONITOR"
 
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--rate"]:
         rate, argv = argv[1], argv[2:]
     emulator = subprocess.Popen(
-        [sys.executable, "-m", "shardstream.bench_emulated", "4", "0", "--write-rate", rate],
+        [sys.executable, "-m", "shardstream.bench.emulated", "4", "0", "--write-rate", rate],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

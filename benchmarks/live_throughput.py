@@ -18,7 +18,7 @@ emulator competing with it inside one interpreter.
 
 All writes and no-ops take their ``ts`` from one cluster clock (wall seconds, increment),
 as if cluster time were gossiped to every shard, so a no-op is always later than the
-writes before it (``shardstream.bench_emulated``'s writers, shared with ``shardstream bench``).
+writes before it (``shardstream.bench.emulated``'s writers, shared with ``shardstream bench``).
 Insert times are ``time.time()``, one clock for every process here.
 """
 
@@ -44,7 +44,7 @@ from bson.raw_bson import RawBSONDocument
 import shardstream
 from benchmarks.corpus import oplog_bytes
 from benchmarks.timing import median_rate
-from shardstream.bench_emulated import CORPUS_START, ClusterClock, noop_loop, preload, write_loop
+from shardstream.bench.emulated import CORPUS_START, ClusterClock, noop_loop, preload, write_loop
 from shardstream.merger import MergedStream
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.file_source import FileOplogSource

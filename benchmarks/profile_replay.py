@@ -14,7 +14,7 @@ import pstats
 import sys
 
 from benchmarks.replay_throughput import OPTIONS, corpus
-from shardstream.bench_offline import replay_in_process
+from shardstream.bench.offline import replay_in_process
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ import bson
 import pymongo
 
 from benchmarks.corpus import oplog_bytes
-from shardstream.bench_offline import (
+from shardstream.bench.offline import (
     Measured,
     Rate,
     Shards,
@@ -47,11 +47,11 @@ from shardstream.bench_offline import (
     merge_with_gc_tuning,
     merge_without_gc_tuning,
 )
-from shardstream.merger.encoded_merge import merge_encoded
-from shardstream.merger.shard_workers import shard_batches
-from shardstream.replay_bson import reference_batches
+from shardstream.merger.raw.encoded_merge import merge_encoded
+from shardstream.replay.engine import reference_batches
+from shardstream.replay.shard_workers import shard_batches
 from shardstream.transform import ChangeStreamOptions
-from shardstream.transform.encoded_stream import EncodedBatch, quiet_collector
+from shardstream.transform.raw.encoded_stream import EncodedBatch, quiet_collector
 
 HERE = Path(__file__).parent
 CORPUS_DIR = Path("/tmp/shardstream-bench")

@@ -25,11 +25,11 @@ from typing import Any
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from benchmarks.timing import median_rate
-from shardstream.spark.batch_planner import BatchPlanner
-from shardstream.spark.data_source import ShardstreamStreamReader
-from shardstream.spark.shard_inputs import initial_offset
-from shardstream.spark.simulated_input import simulated_run
-from shardstream.spark.source_options import parse_options
+from shardstream.spark.source.batch_planner import BatchPlanner
+from shardstream.spark.source.data_source import ShardstreamStreamReader
+from shardstream.spark.source.options import parse_options
+from shardstream.spark.source.shard_inputs import initial_offset
+from shardstream.spark.source.simulated_input import simulated_run
 
 REPEATS = 3
 

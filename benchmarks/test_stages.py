@@ -20,15 +20,15 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from benchmarks.merger_throughput import drain_merger, shard_event_batches
-from shardstream.bench_corpus import oplog_bytes
-from shardstream.bench_offline import Shards, count_entries, replay_in_process
-from shardstream.merger.encoded_merge import merge_encoded
-from shardstream.merger.shard_workers import shard_batches
+from shardstream.bench.corpus import oplog_bytes
+from shardstream.bench.offline import Shards, count_entries, replay_in_process
+from shardstream.merger.raw.encoded_merge import merge_encoded
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.raw_file_reader import frame_documents
+from shardstream.replay.shard_workers import shard_batches
 from shardstream.transform import ChangeStreamOptions, transform_oplog
-from shardstream.transform.encoded_stream import quiet_collector
-from shardstream.transform.fast_path import FastShardPipeline
+from shardstream.transform.raw.encoded_stream import quiet_collector
+from shardstream.transform.raw.pipeline import FastShardPipeline
 
 ENTRIES = 20_000  # one shard's entries for the transform group
 PER_SHARD = 5_000  # per shard, 4 shards, for the merge and end-to-end groups

@@ -21,8 +21,8 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.resume_token import ResumeTokenData, decode_token, encode_token
-from shardstream.resume_token.keystring import encode_values
-from shardstream.resume_token.type_bits import TypeBitsWriter
+from shardstream.resume_token.keystring.codec import encode_values
+from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
 
 CALLS = 20_000
 REPEATS = 7

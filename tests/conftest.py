@@ -1,8 +1,11 @@
-"""Shared test configuration: a deterministic, CI-sized Hypothesis profile."""
+"""Shared test configuration: a deterministic, CI-sized Hypothesis profile, and the paths."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.paths import PATHS, OnPath
 
 settings.register_profile(
     "shardstream",
@@ -12,3 +15,10 @@ settings.register_profile(
     derandomize=True,  # the same examples on every run, so CI failures reproduce
 )
 settings.load_profile("shardstream")
+
+
+@pytest.fixture(params=PATHS, ids=[path.name for path in PATHS])
+def path(request: pytest.FixtureRequest) -> OnPath:
+    """The reference path, then the fast path (tests/paths.py): a test taking it runs on both."""
+    on_path: OnPath = request.param
+    return on_path

@@ -55,7 +55,7 @@ def test_offline_commands_start_without_pymongo() -> None:
     """
     code = (
         "import sys\n"
-        "import shardstream, shardstream.cli\n"
+        "import shardstream, shardstream.cli.main\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pymongo'))\n"
         "print(shardstream.watch.__module__)\n"
     )
@@ -64,4 +64,4 @@ def test_offline_commands_start_without_pymongo() -> None:
     )
     before, after = done.stdout.splitlines()
     assert before == "[]"
-    assert after == "shardstream.merger.change_stream"  # and watch() still resolves
+    assert after == "shardstream.stream"  # and watch() still resolves

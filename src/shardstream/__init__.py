@@ -29,7 +29,7 @@ from shardstream.resume_token import (
 )
 
 if TYPE_CHECKING:
-    from shardstream.merger.change_stream import ChangeStream, watch
+    from shardstream.stream import ChangeStream, watch
 
 __version__ = "0.1.0"
 
@@ -40,9 +40,9 @@ _LAZY = {"ChangeStream", "watch"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from shardstream.merger import change_stream
+        from shardstream import stream
 
-        return getattr(change_stream, name)
+        return getattr(stream, name)
     raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from shardstream.cli import main
+from shardstream.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,4 +1,8 @@
-"""watch() and ChangeStream: pymongo's surface over merged shard oplogs."""
+"""watch() and ChangeStream: pymongo's surface over merged shard oplogs.
+
+On both paths (the ``path`` fixture, tests/paths.py): on the fast path the shards
+deliver raw entries whenever the stream's options let the fast readers read them.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,12 @@ import bson
 import pytest
 from bson.timestamp import Timestamp
 
-import shardstream
 from shardstream.errors import ConfigurationError, ResumeTokenError, ResumeTokenNotFound
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token import ResumeTokenData, decode_token_document, encode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from tests import factories as make
+from tests.paths import OnPath
 
 T = [Timestamp(1700000000, i) for i in range(30)]
 
@@ -49,8 +53,8 @@ def _keys(events: list[dict[str, Any]]) -> list[Any]:
     return [(e["operationType"], e["documentKey"]["_id"]) for e in events]
 
 
-def test_iterating_yields_the_merged_stream(tmp_path: Path) -> None:
-    with shardstream.watch(_shards(tmp_path), db="db", coll="coll") as stream:
+def test_iterating_yields_the_merged_stream(path: OnPath, tmp_path: Path) -> None:
+    with path.watch(_shards(tmp_path), db="db", coll="coll") as stream:
         events = list(stream)
         assert not stream.alive
     assert _keys(events) == [
@@ -62,8 +66,8 @@ def test_iterating_yields_the_merged_stream(tmp_path: Path) -> None:
     ]
 
 
-def test_resume_token_follows_the_driver_caching_rules(tmp_path: Path) -> None:
-    stream = shardstream.watch(_shards(tmp_path), db="db", coll="coll", batch_size=2)
+def test_resume_token_follows_the_driver_caching_rules(path: OnPath, tmp_path: Path) -> None:
+    stream = path.watch(_shards(tmp_path), db="db", coll="coll", batch_size=2)
     first = stream.try_next()
     assert first is not None
     assert stream.resume_token == first["_id"]  # not the last of its batch
@@ -81,17 +85,17 @@ def test_resume_token_follows_the_driver_caching_rules(tmp_path: Path) -> None:
     stream.close()
 
 
-def test_pipeline_match_filters_after_the_merge(tmp_path: Path) -> None:
+def test_pipeline_match_filters_after_the_merge(path: OnPath, tmp_path: Path) -> None:
     pipeline = [{"$match": {"operationType": {"$in": ["insert", "update"]}}}]
-    events = list(shardstream.watch(_shards(tmp_path), pipeline=pipeline))
+    events = list(path.watch(_shards(tmp_path), pipeline=pipeline))
     assert _keys(events) == [("insert", 1), ("insert", 2), ("update", 1), ("insert", 3)]
 
 
-def test_resume_after_an_emitted_token_gives_the_rest(tmp_path: Path) -> None:
-    events = list(shardstream.watch(_shards(tmp_path)))
-    resumed = list(shardstream.watch(_shards(tmp_path), resume_after=events[1]["_id"]))
+def test_resume_after_an_emitted_token_gives_the_rest(path: OnPath, tmp_path: Path) -> None:
+    events = list(path.watch(_shards(tmp_path)))
+    resumed = list(path.watch(_shards(tmp_path), resume_after=events[1]["_id"]))
     assert [e["_id"] for e in resumed] == [e["_id"] for e in events[2:]]
-    at_time = list(shardstream.watch(_shards(tmp_path), start_at_operation_time=T[3]))
+    at_time = list(path.watch(_shards(tmp_path), start_at_operation_time=T[3]))
     assert _keys(at_time) == [("update", 1), ("insert", 3)]
 
 
@@ -107,15 +111,15 @@ def test_resume_after_an_emitted_token_gives_the_rest(tmp_path: Path) -> None:
     ],
 )
 def test_bad_options_fail_clearly(
-    tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str
+    path: OnPath, tmp_path: Path, kwargs: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        shardstream.watch(_shards(tmp_path), **kwargs)
+        path.watch(_shards(tmp_path), **kwargs)
 
 
-def test_live_sources_may_have_nothing_ready_yet() -> None:
+def test_live_sources_may_have_nothing_ready_yet(path: OnPath) -> None:
     result = SimulatedCluster(SimulationConfig(seed=3, shards=2, operations=60)).run()
-    stream = shardstream.watch(simulated_sources(result, seed=3, delay=0.6, max_batch=3))
+    stream = path.watch(simulated_sources(result, seed=3, delay=0.6, max_batch=3))
     seen, empty_polls = [], 0
     while stream.alive:
         event = stream.try_next()
@@ -128,52 +132,56 @@ def test_live_sources_may_have_nothing_ready_yet() -> None:
     assert [e["_id"]["_data"] for e in seen] == sorted(e["_id"]["_data"] for e in seen)
 
 
-def test_resuming_from_an_event_no_shard_has_fails_naming_the_token(tmp_path: Path) -> None:
-    events = list(shardstream.watch(_shards(tmp_path)))
+def test_resuming_from_an_event_no_shard_has_fails_naming_the_token(
+    path: OnPath, tmp_path: Path
+) -> None:
+    events = list(path.watch(_shards(tmp_path)))
     token = decode_token_document(events[2]["_id"])
     missing = _token_of_a_missing_event(token)
     document = encode_token(missing).to_document()
     with pytest.raises(ResumeTokenNotFound, match=document["_data"]) as caught:
-        list(shardstream.watch(_shards(tmp_path), resume_after=document))
+        list(path.watch(_shards(tmp_path), resume_after=document))
     assert caught.value.code == 280
 
 
-def test_byte_identical_copies_of_the_resume_token_are_all_swallowed(tmp_path: Path) -> None:
+def test_byte_identical_copies_of_the_resume_token_are_all_swallowed(
+    path: OnPath, tmp_path: Path
+) -> None:
     drop_a = [make.insert(T[1], {"_id": 1}), make.command(T[4], "db", {"drop": "other"})]
     drop_b = [make.command(T[4], "db", {"drop": "other"}), make.insert(T[6], {"_id": 6})]
     sources = {}
     for name, entries in (("a", drop_a), ("b", drop_b)):
-        path = tmp_path / f"{name}.bson"
-        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
-        sources[name] = lambda n=name, p=path: FileOplogSource(n, str(p))
-    events = list(shardstream.watch({n: f() for n, f in sources.items()}, db="db"))
+        file = tmp_path / f"{name}.bson"
+        file.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        sources[name] = lambda n=name, p=file: FileOplogSource(n, str(p))
+    events = list(path.watch({n: f() for n, f in sources.items()}, db="db"))
     assert [e["operationType"] for e in events] == ["insert", "drop", "drop", "insert"]
     resumed = list(
-        shardstream.watch(
-            {n: f() for n, f in sources.items()}, db="db", resume_after=events[1]["_id"]
-        )
+        path.watch({n: f() for n, f in sources.items()}, db="db", resume_after=events[1]["_id"])
     )
     assert [e["operationType"] for e in resumed] == ["insert"]
 
 
-def test_resume_token_before_the_first_batch_is_the_start_token(tmp_path: Path) -> None:
+def test_resume_token_before_the_first_batch_is_the_start_token(
+    path: OnPath, tmp_path: Path
+) -> None:
     # change-streams.md, "Updating the Cached Resume Token": when the stream is started,
     # cache startAfter if set, else resumeAfter; else it stays unset.
-    events = list(shardstream.watch(_shards(tmp_path)))
-    resumed = shardstream.watch(_shards(tmp_path), resume_after=events[1]["_id"])
+    events = list(path.watch(_shards(tmp_path)))
+    resumed = path.watch(_shards(tmp_path), resume_after=events[1]["_id"])
     assert resumed.resume_token == events[1]["_id"]
-    started = shardstream.watch(_shards(tmp_path), start_after=events[2]["_id"])
+    started = path.watch(_shards(tmp_path), start_after=events[2]["_id"])
     assert started.resume_token == events[2]["_id"]
-    assert shardstream.watch(_shards(tmp_path)).resume_token is None
+    assert path.watch(_shards(tmp_path)).resume_token is None
 
 
-def test_a_fatal_error_closes_the_stream(tmp_path: Path) -> None:
+def test_a_fatal_error_closes_the_stream(path: OnPath, tmp_path: Path) -> None:
     # pymongo ChangeStream.try_next: "Close the stream after a fatal error" (any error
     # that is not resumable; shardstream never resumes by itself), so alive turns False.
-    events = list(shardstream.watch(_shards(tmp_path)))
+    events = list(path.watch(_shards(tmp_path)))
     token = decode_token_document(events[2]["_id"])
     missing = _token_of_a_missing_event(token)
-    stream = shardstream.watch(_shards(tmp_path), resume_after=encode_token(missing).to_document())
+    stream = path.watch(_shards(tmp_path), resume_after=encode_token(missing).to_document())
     with pytest.raises(ResumeTokenNotFound):
         stream.try_next()
     assert not stream.alive

@@ -14,13 +14,13 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.timestamp import Timestamp
 
-from shardstream.merger.encoded_event import EncodedEvent, decode_event, operation_type_of
+from shardstream.merger.raw.encoded_event import EncodedEvent, decode_event, operation_type_of
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.transform import ChangeStreamOptions, transform_oplog
-from shardstream.transform.fast_path import FastShardPipeline
 from shardstream.transform.field_list import FieldList
+from shardstream.transform.raw.pipeline import FastShardPipeline
 from tests import factories as make
-from tests.merger.both_paths import strict
+from tests.paths import strict
 
 T = [Timestamp(1_700_000_000, i) for i in range(1, 20)]
 OID = ObjectId(b"\x02" * 12)

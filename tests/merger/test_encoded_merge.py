@@ -13,8 +13,8 @@ from itertools import pairwise
 
 import pytest
 
-from shardstream.merger.encoded_merge import merge_encoded, merge_encoded_batches
-from shardstream.transform.encoded_stream import EncodedBatch
+from shardstream.merger.raw.encoded_merge import merge_encoded, merge_encoded_batches
+from shardstream.transform.raw.encoded_stream import EncodedBatch
 
 Shard = list[EncodedBatch]
 

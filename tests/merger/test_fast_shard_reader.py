@@ -1,7 +1,8 @@
 """MergedStream over raw-entry sources (FastShardReader) against the reference readers.
 
-Any source can be made raw (:class:`RawSource`); the reference reads the same values
-decoded from the same bytes (:class:`RoundTrip`), so both paths see one input.  The
+Any source can be made raw (``RoundTrip(source, raw=True)``, tests/paths.py); the
+reference reads the same values decoded from the same bytes (``RoundTrip(source)``),
+so both paths see one input.  The
 simulated cluster (migrations, multi-shard transactions, live-like delays) and the
 fallback corpus as files are read through both, event by event, with the resume
 token after each.
@@ -21,46 +22,17 @@ from bson.timestamp import Timestamp
 import shardstream
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, MergeError
 from shardstream.merger import MergedStream
-from shardstream.merger.encoded_event import EncodedEvent
-from shardstream.merger.fast_shard_reader import FastShardReader, reads_fast, shard_options
-from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
+from shardstream.merger.raw.encoded_event import EncodedEvent
+from shardstream.merger.raw.shard_reader import FastShardReader, reads_fast, shard_options
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.oplog.live_source import RAW_OPLOG_CODEC_OPTIONS
-from shardstream.oplog.source import OplogBatch, OplogSource
+from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.oplog.source import OplogBatch
 from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from shardstream.transform import ChangeStreamOptions
 from tests import factories as make
-from tests.merger.both_paths import assert_same_steps
+from tests.paths import RoundTrip, assert_same_steps
 from tests.transform.raw_corpus import generate_entries
-
-
-class RoundTrip:
-    """``source`` with its entries re-read from their BSON, as a tailer decodes them."""
-
-    def __init__(self, source: OplogSource, *, raw: bool = False) -> None:
-        self.source = source
-        self.raw_entries = raw
-        self.verifies_history = getattr(source, "verifies_history", False)
-
-    @property
-    def name(self) -> str:
-        return self.source.name
-
-    def next_batch(self, max_entries: int) -> OplogBatch | None:
-        batch = self.source.next_batch(max_entries)
-        if batch is None:
-            return None
-        options = RAW_OPLOG_CODEC_OPTIONS if self.raw_entries else OPLOG_CODEC_OPTIONS
-        entries = [bson.decode(bson.encode(entry), options) for entry in batch.entries]
-        return OplogBatch(entries, batch.promise, batch.exhausted)
-
-    def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
-        entry = self.source.fetch_entry(ts)
-        return None if entry is None else bson.decode(bson.encode(entry), OPLOG_CODEC_OPTIONS)
-
-    def close(self) -> None:
-        self.source.close()
 
 
 def _steps(sources: Mapping[str, Any], **options: Any) -> list[Any]:

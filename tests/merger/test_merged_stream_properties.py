@@ -5,6 +5,9 @@ With random delivery delays and batch boundaries:
 * no event leaves the merge before every open shard has promised at least its key;
 * the postBatchResumeToken never goes backwards;
 * resuming from emitted tokens and postBatchResumeTokens yields exactly the rest.
+
+On both paths (the ``path`` fixture, tests/paths.py); the expected union is the
+reference pipeline's.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from shardstream.resume_token import ResumeToken, decode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig, SimulationResult, simulated_sources
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, ShardPipeline, event_to_json
 from shardstream.transform import fields as f
+from tests.paths import OnPath
 
 SEEDS = range(12)
 
@@ -36,7 +40,7 @@ def _reference(result: SimulationResult, options: ChangeStreamOptions) -> list[t
         pipeline = ShardPipeline(merged_options, single_shard=False)
         for entry in oplog:
             for event in pipeline.process(entry):
-                if event.operation_type in (f.NEW_SHARD_DETECTED, f.NEW_SHARD_DETECTED_LEGACY):
+                if event.operation_type in f.NEW_SHARD_EVENTS:
                     continue
                 if not options.show_expanded_events and (
                     event.operation_type not in f.CLASSIC_OPERATION_TYPES
@@ -47,7 +51,12 @@ def _reference(result: SimulationResult, options: ChangeStreamOptions) -> list[t
 
 
 def _merged(
-    result: SimulationResult, options: ChangeStreamOptions, seed: int, *, added: bool = True
+    path: OnPath,
+    result: SimulationResult,
+    options: ChangeStreamOptions,
+    seed: int,
+    *,
+    added: bool = True,
 ) -> tuple[MergedStream, list[ChangeEvent]]:
     sources = simulated_sources(result, seed=seed, max_batch=7, delay=0.3)
     topology = None
@@ -65,7 +74,7 @@ def _merged(
         ]
         topology = StaticTopology(changes)
         sources = {name: source for name, source in sources.items() if name not in late}
-    return MergedStream(sources, options, topology=topology, read_entries=5), []
+    return path.merge(sources, options, topology=topology, read_entries=5), []
 
 
 def _drain(stream: MergedStream, batch: int = 9) -> tuple[list[ChangeEvent], list[ResumeToken]]:
@@ -96,10 +105,10 @@ def _drain(stream: MergedStream, batch: int = 9) -> tuple[list[ChangeEvent], lis
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_merge_equals_sorted_union_and_respects_the_gate(seed: int) -> None:
+def test_merge_equals_sorted_union_and_respects_the_gate(path: OnPath, seed: int) -> None:
     result = _simulate(seed, add_shard_at=120 if seed % 3 == 0 else None)
     options = ChangeStreamOptions(show_expanded_events=seed % 2 == 0)
-    stream, _ = _merged(result, options, seed)
+    stream, _ = _merged(path, result, options, seed)
     events, marks = _drain(stream)
     got = [(event.token.data, event_to_json(event.document)) for event in events]
     assert [key for key, _ in got] == sorted(key for key, _ in got)
@@ -109,10 +118,10 @@ def test_merge_equals_sorted_union_and_respects_the_gate(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS[:6])
-def test_resuming_from_tokens_and_marks_gives_exactly_the_rest(seed: int) -> None:
+def test_resuming_from_tokens_and_marks_gives_exactly_the_rest(path: OnPath, seed: int) -> None:
     result = _simulate(seed)
     options = ChangeStreamOptions()
-    stream, _ = _merged(result, options, seed)
+    stream, _ = _merged(path, result, options, seed)
     events, marks = _drain(stream)
     keys = [event.token.data for event in events]
     picks: list[ResumeToken] = [
@@ -122,6 +131,6 @@ def test_resuming_from_tokens_and_marks_gives_exactly_the_rest(seed: int) -> Non
     for token in picks:
         data = decode_token(token)
         resumed_options = options.with_options(resume_after=data)
-        resumed, _ = _drain(_merged(result, resumed_options, seed + 100)[0])
+        resumed, _ = _drain(_merged(path, result, resumed_options, seed + 100)[0])
         expected = [key for key in keys if key > token.data]
         assert [event.token.data for event in resumed] == expected, token.data

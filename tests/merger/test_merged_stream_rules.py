@@ -1,4 +1,8 @@
-"""The router rules of MergedStream: invalidation, topology, history, memory."""
+"""The router rules of MergedStream: invalidation, topology, history, memory.
+
+Each rule on both paths (the ``path`` fixture, tests/paths.py): on the fast path the
+shards deliver their entries as the server's BSON, read by the fast readers.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from shardstream.oplog.source import OplogBatch
 from shardstream.resume_token import decode_token
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from tests import factories as make
+from tests.paths import OnPath
 
 T = [Timestamp(1700000000, i) for i in range(60)]
 
@@ -57,7 +62,9 @@ def _drain(stream: MergedStream) -> list[ChangeEvent]:
     return events
 
 
-def test_a_collection_stream_ends_at_the_first_invalidate_after_earlier_events() -> None:
+def test_a_collection_stream_ends_at_the_first_invalidate_after_earlier_events(
+    path: OnPath,
+) -> None:
     a = ListSource(
         "a",
         [
@@ -74,7 +81,7 @@ def test_a_collection_stream_ends_at_the_first_invalidate_after_earlier_events()
             make.command(T[6], "db", {"drop": "coll"}),
         ],
     )
-    events = _drain(MergedStream({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll")))
+    events = _drain(path.merge({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll")))
     assert [(e.shard, e.operation_type) for e in events] == [
         ("a", "insert"),
         ("b", "insert"),
@@ -84,15 +91,15 @@ def test_a_collection_stream_ends_at_the_first_invalidate_after_earlier_events()
     ]
 
 
-def test_a_database_stream_sees_each_shards_drop() -> None:
+def test_a_database_stream_sees_each_shards_drop(path: OnPath) -> None:
     a = ListSource("a", [make.command(T[5], "db", {"drop": "coll"})])
     b = ListSource("b", [make.command(T[5], "db", {"drop": "coll"})])
-    events = _drain(MergedStream({"a": a, "b": b}, ChangeStreamOptions(db="db")))
+    events = _drain(path.merge({"a": a, "b": b}, ChangeStreamOptions(db="db")))
     assert [e.operation_type for e in events] == ["drop", "drop"]
     assert events[0].token == events[1].token  # byte-identical, not deduplicated
 
 
-def test_an_added_shard_is_read_from_just_after_its_add_time() -> None:
+def test_an_added_shard_is_read_from_just_after_its_add_time(path: OnPath) -> None:
     a = ListSource(
         "a", [make.insert(T[1], {"_id": 1}), make.insert(T[8], {"_id": 8}), make.noop(T[30])]
     )
@@ -100,7 +107,7 @@ def test_an_added_shard_is_read_from_just_after_its_add_time() -> None:
         "c", [make.noop(T[2]), make.insert(T[3], {"_id": 3}), make.insert(T[7], {"_id": 7})]
     )
     topology = StaticTopology([ShardChange(T[4], ShardChangeKind.ADDED, "c", lambda: new)])
-    stream = MergedStream({"a": a}, ChangeStreamOptions(), topology=topology)
+    stream = path.merge({"a": a}, ChangeStreamOptions(), topology=topology)
     events = []
     marks = []
     while not stream.exhausted:
@@ -116,7 +123,7 @@ def test_an_added_shard_is_read_from_just_after_its_add_time() -> None:
         assert data.is_high_water_mark or data.event_slot["documentKey"]["_id"] in (1, 7, 8)
 
 
-def test_a_removed_shard_fails_the_stream_unless_ignored() -> None:
+def test_a_removed_shard_fails_the_stream_unless_ignored(path: OnPath) -> None:
     def sources() -> dict[str, ListSource]:
         return {
             "a": ListSource("a", [make.insert(T[1], {"_id": 1}), make.insert(T[9], {"_id": 9})]),
@@ -124,10 +131,10 @@ def test_a_removed_shard_fails_the_stream_unless_ignored() -> None:
         }
 
     removal = [ShardChange(T[5], ShardChangeKind.REMOVED, "b")]
-    stream = MergedStream(sources(), ChangeStreamOptions(), topology=StaticTopology(removal))
+    stream = path.merge(sources(), ChangeStreamOptions(), topology=StaticTopology(removal))
     with pytest.raises(ChangeStreamHistoryLost, match="shard 'b' was removed"):
         _drain(stream)
-    ignoring = MergedStream(
+    ignoring = path.merge(
         sources(),
         ChangeStreamOptions(),
         topology=StaticTopology(removal),
@@ -137,18 +144,18 @@ def test_a_removed_shard_fails_the_stream_unless_ignored() -> None:
     assert [e.document["documentKey"]["_id"] for e in _drain(ignoring)] == [1, 2, 7, 9]
 
 
-def test_a_shard_whose_oplog_does_not_reach_the_start_is_history_lost() -> None:
+def test_a_shard_whose_oplog_does_not_reach_the_start_is_history_lost(path: OnPath) -> None:
     a = ListSource("a", [make.noop(T[1]), make.insert(T[6], {"_id": 6})])
     b = ListSource("b", [make.insert(T[8], {"_id": 8})])
-    stream = MergedStream({"a": a, "b": b}, ChangeStreamOptions(start_at_operation_time=T[5]))
+    stream = path.merge({"a": a, "b": b}, ChangeStreamOptions(start_at_operation_time=T[5]))
     with pytest.raises(ChangeStreamHistoryLost, match="shard 'b' starts at"):
         _drain(stream)
 
 
-def test_shards_are_not_read_while_their_buffers_are_full() -> None:
+def test_shards_are_not_read_while_their_buffers_are_full(path: OnPath) -> None:
     busy = ListSource("busy", [make.insert(T[i], {"_id": i}) for i in range(10, 50)], step=3)
     slow = ListSource("slow", [make.noop(T[i]) for i in range(1, 50, 7)], step=1)
-    stream = MergedStream(
+    stream = path.merge(
         {"busy": busy, "slow": slow}, ChangeStreamOptions(), read_entries=3, max_buffered=5
     )
     peak = 0
@@ -158,7 +165,7 @@ def test_shards_are_not_read_while_their_buffers_are_full() -> None:
     assert peak <= 5 + 3 - 1
 
 
-def test_a_shard_sending_an_older_batch_breaks_the_contract() -> None:
+def test_a_shard_sending_an_older_batch_breaks_the_contract(path: OnPath) -> None:
     class Backwards(ListSource):
         def next_batch(self, max_entries: int) -> OplogBatch:
             batch = super().next_batch(max_entries)
@@ -169,18 +176,18 @@ def test_a_shard_sending_an_older_batch_breaks_the_contract() -> None:
     source = Backwards("a", [make.noop(T[i]) for i in range(1, 9)])
     with pytest.raises(MergeError, match="went backwards"):
         _drain(
-            MergedStream(
+            path.merge(
                 {"a": source, "b": ListSource("b", [make.noop(T[40])])}, ChangeStreamOptions()
             )
         )
 
 
-def test_the_batch_after_an_invalidate_reports_the_invalidate_token() -> None:
+def test_the_batch_after_an_invalidate_reports_the_invalidate_token(path: OnPath) -> None:
     # cluster_find.cpp (runGetMore) catches ChangeStreamInvalidated and sets the batch's
     # postBatchResumeToken to the invalidate event's token, not to any later minimum promise.
     a = ListSource("a", [make.insert(T[1], {"_id": 1}), make.command(T[5], "db", {"drop": "coll"})])
     b = ListSource("b", [make.insert(T[2], {"_id": 2}), make.noop(T[20]), make.noop(T[21])])
-    stream = MergedStream({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll"))
+    stream = path.merge({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll"))
     events: list[ChangeEvent] = []
     mark = None
     while not stream.exhausted:
@@ -201,7 +208,7 @@ class LiveTopology:
         return self._batches.pop(0) if self._batches else None
 
 
-def test_the_monitor_never_lends_its_event_token_to_the_high_water_mark() -> None:
+def test_the_monitor_never_lends_its_event_token_to_the_high_water_mark(path: OnPath) -> None:
     # async_results_merger.cpp _checkHighWaterMarkEligibility (SERVER-47810): the config
     # cursor is ineligible on its first batch and on batches with events, and after an
     # ineligible batch only becomes eligible once its promise strictly increases.
@@ -211,7 +218,7 @@ def test_the_monitor_never_lends_its_event_token_to_the_high_water_mark() -> Non
         [TopologyBatch([add], T[4])] + [TopologyBatch([], T[4]) for _ in range(6)]
     )
     a = ListSource("a", [make.insert(T[1], {"_id": 1}), make.noop(T[30])], step=1)
-    stream = MergedStream({"a": a}, ChangeStreamOptions(), topology=topology)
+    stream = path.merge({"a": a}, ChangeStreamOptions(), topology=topology)
     marks = []
     for _ in range(8):
         marks.append(stream.next_batch(1)[1])
@@ -219,7 +226,7 @@ def test_the_monitor_never_lends_its_event_token_to_the_high_water_mark() -> Non
     assert all(decode_token(m).event_slot["documentKey"]["_id"] == 1 for m in internal)
 
 
-def test_topology_changes_before_the_start_do_not_reach_back_past_it() -> None:
+def test_topology_changes_before_the_start_do_not_reach_back_past_it(path: OnPath) -> None:
     # sharded_agg_helpers.cpp: mongos opens every shard in the registry with the stream's own
     # start token, and only a shard removed *since* the start time makes the history lost
     # (anyShardRemovedSince); the config.shards monitor itself starts at open time.
@@ -232,11 +239,11 @@ def test_topology_changes_before_the_start_do_not_reach_back_past_it() -> None:
         ]
     )
     options = ChangeStreamOptions(start_at_operation_time=T[5])
-    stream = MergedStream({"a": a}, options, topology=topology)
+    stream = path.merge({"a": a}, options, topology=topology)
     assert [e.document["documentKey"]["_id"] for e in _drain(stream)] == [7, 8]
 
 
-def test_start_after_an_invalidate_seen_on_two_shards_goes_on_after_it() -> None:
+def test_start_after_an_invalidate_seen_on_two_shards_goes_on_after_it(path: OnPath) -> None:
     # document_source_change_stream_ensure_resume_token_present.cpp: when the invalidating
     # drop happened at the same clusterTime on several shards, 1..N identical tokens are
     # swallowed before the stream goes on.
@@ -252,7 +259,7 @@ def test_start_after_an_invalidate_seen_on_two_shards_goes_on_after_it() -> None
         }
 
     options = ChangeStreamOptions(db="db", coll="coll")
-    first = _drain(MergedStream(sources(), options))
+    first = _drain(path.merge(sources(), options))
     assert [e.operation_type for e in first] == ["insert", "insert", "drop", "drop", "invalidate"]
-    resumed = MergedStream(sources(), options.with_options(start_after=first[-1].token_data))
+    resumed = path.merge(sources(), options.with_options(start_after=first[-1].token_data))
     assert [e.document["documentKey"]["_id"] for e in _drain(resumed)] == [7, 8]

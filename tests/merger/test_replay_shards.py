@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import shardstream
-from shardstream.cli import main
+from shardstream.cli.main import main
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.transform import event_to_json

@@ -4,17 +4,18 @@ A simulated run with chunk migrations and multi-shard transactions is streamed
 through watch(); applying the merged events gives exactly the simulator's final
 state (documents compared as BSON bytes, so field order and types count).
 Applying each shard's events on its own, shard after shard, as tools that read
-shards in parallel without a global order do, does not.
+shards in parallel without a global order do, does not.  The merged stream is read
+on both paths (the ``path`` fixture, tests/paths.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-import shardstream
 from shardstream.sim import SimulatedCluster, SimulationConfig, SimulationResult, simulated_sources
 from shardstream.sim.apply_events import apply_events, encoded_state
 from shardstream.transform import ChangeStreamOptions, transform_oplog
+from tests.paths import OnPath
 
 SEEDS = range(8)
 
@@ -28,10 +29,10 @@ def _run(seed: int) -> SimulationResult:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_applying_the_merged_stream_reproduces_the_final_state(seed: int) -> None:
+def test_applying_the_merged_stream_reproduces_the_final_state(path: OnPath, seed: int) -> None:
     result = _run(seed)
     sources = simulated_sources(result, seed=seed, delay=0.2, max_batch=16)
-    with shardstream.watch(sources, show_raw_update_description=True) as stream:
+    with path.watch(sources, show_raw_update_description=True) as stream:
         state = apply_events(stream)
     assert encoded_state(state) == encoded_state(result.final_state)
 

@@ -1,7 +1,8 @@
 """watch(mongos URI): live tailers on every shard of an emulated cluster, merged.
 
 The emulator speaks the wire protocol, so this runs shardstream's real pymongo
-code: discovery through mongos, one tailer per shard, majority reads.
+code: discovery through mongos, one tailer per shard, majority reads.  The streams
+run on both paths (the ``path`` fixture, tests/paths.py: ``watch(fast_path=...)``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import pytest
 from bson.timestamp import Timestamp
 
 import shardstream
-from shardstream.cli import main
+from shardstream.cli.main import main
 from shardstream.emulator import EmulatedCluster
 from shardstream.oplog.file_source import FileOplogSource
 from tests import factories as make
 from tests.merger.stream_helpers import collect
+from tests.paths import OnPath
 
 
 def _oplogs() -> dict[str, list[dict[str, Any]]]:
@@ -35,7 +37,9 @@ def _oplogs() -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def test_watching_a_cluster_uri_merges_its_shards_like_the_files(tmp_path: Any) -> None:
+def test_watching_a_cluster_uri_merges_its_shards_like_the_files(
+    path: OnPath, tmp_path: Any
+) -> None:
     oplogs = _oplogs()
     with EmulatedCluster(shards=2) as cluster:
         for name, entries in oplogs.items():
@@ -43,27 +47,27 @@ def test_watching_a_cluster_uri_merges_its_shards_like_the_files(tmp_path: Any) 
                 cluster.shard(name).append(entry)
             cluster.shard(name).set_majority(entries[-1]["ts"])
         start = Timestamp(1700000000, 1)
-        with shardstream.watch(
+        with path.watch(
             cluster.uri, start_at_operation_time=start, max_await_time_ms=100
         ) as stream:
             live = collect(stream, 4)
     files = {}
     for name, entries in oplogs.items():
-        path = tmp_path / f"{name}.bson"
-        path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
-        files[name] = FileOplogSource(name, str(path))
-    expected = list(shardstream.watch(files, start_at_operation_time=start))
+        file = tmp_path / f"{name}.bson"
+        file.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+        files[name] = FileOplogSource(name, str(file))
+    expected = list(shardstream.watch(files, start_at_operation_time=start))  # the reference
     assert [e["_id"] for e in live] == [e["_id"] for e in expected]
     assert [e["documentKey"]["_id"] for e in live] == [1, 2, 2, 5]
 
 
-def test_without_a_start_the_stream_begins_at_the_cluster_time() -> None:
+def test_without_a_start_the_stream_begins_at_the_cluster_time(path: OnPath) -> None:
     t = [Timestamp(1700000100, i) for i in range(20)]
     with EmulatedCluster(shards=2) as cluster:
         for name in ("shard00", "shard01"):
             cluster.shard(name).append(make.insert(t[1], {"_id": f"old-{name}"}))
             cluster.shard(name).set_majority(t[1])
-        with shardstream.watch(cluster.uri, max_await_time_ms=100) as stream:
+        with path.watch(cluster.uri, max_await_time_ms=100) as stream:
             for name, n in (("shard00", 3), ("shard01", 4)):
                 cluster.shard(name).append(make.insert(t[n], {"_id": f"new-{name}"}))
                 cluster.shard(name).set_majority(t[n])
@@ -78,7 +82,7 @@ def test_the_watch_command_writes_the_merged_stream(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     oplogs = _oplogs()
-    monkeypatch.setattr("shardstream.watch_command.STATS_EVERY_S", 0.0)
+    monkeypatch.setattr("shardstream.cli.watch.STATS_EVERY_S", 0.0)
     with EmulatedCluster(shards=2) as cluster:
         for name, entries in oplogs.items():
             for entry in entries:
@@ -102,7 +106,7 @@ def test_the_watch_command_never_prints_the_password(capsys: pytest.CaptureFixtu
     assert "shardstream watch: error:" in err
 
 
-def test_update_lookup_and_pre_images_come_from_the_live_cluster() -> None:
+def test_update_lookup_and_pre_images_come_from_the_live_cluster(path: OnPath) -> None:
     t = [Timestamp(1700000200, i) for i in range(20)]
     shard_a, shard_b = "shard00", "shard01"
     with EmulatedCluster(shards=2) as cluster:
@@ -121,7 +125,7 @@ def test_update_lookup_and_pre_images_come_from_the_live_cluster() -> None:
             "applyOpsIndex": bson.int64.Int64(0),
         }
         a.insert("config.system.preimages", {"_id": pre_image_id, "preImage": {"_id": 1, "v": 0}})
-        with shardstream.watch(
+        with path.watch(
             cluster.uri,
             start_at_operation_time=t[1],
             full_document="updateLookup",

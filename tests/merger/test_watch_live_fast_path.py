@@ -24,10 +24,10 @@ from bson.timestamp import Timestamp
 import shardstream
 from shardstream.emulator import EmulatedCluster
 from shardstream.errors import ChangeStreamHistoryLost
-from shardstream.merger.fast_shard_reader import FastShardReader
+from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from tests import factories as make
-from tests.merger.both_paths import assert_same_steps, drain
+from tests.paths import assert_same_steps, drain
 from tests.transform.raw_corpus import generate_entries
 
 START = Timestamp(1_699_999_999, 1)

@@ -10,7 +10,7 @@ from typing import Any
 from bson.timestamp import Timestamp
 
 from shardstream.emulator import EmulatedReplicaSet
-from shardstream.oplog.live_source import LiveOplogSource
+from shardstream.oplog.live.tailer import LiveOplogSource
 from shardstream.oplog.source import OplogBatch
 
 AWAIT_MS = 50

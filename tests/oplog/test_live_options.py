@@ -10,13 +10,13 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 import shardstream
-from shardstream.cli import main
+from shardstream.cli.main import main
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet, ErrorReply
 from shardstream.errors import ConfigurationError, OplogError
-from shardstream.oplog.cluster_discovery import discover_cluster
-from shardstream.oplog.live_faults import RetryPolicy
-from shardstream.oplog.live_source import LiveOplogSource
-from shardstream.oplog.process_source import ProcessOplogSource
+from shardstream.oplog.live.discovery import discover_cluster
+from shardstream.oplog.live.faults import RetryPolicy
+from shardstream.oplog.live.process_tailer import ProcessOplogSource
+from shardstream.oplog.live.tailer import LiveOplogSource
 
 from .live_helpers import AWAIT_MS, fill, poll
 

@@ -1,4 +1,4 @@
-"""Layer 1: the live oplog tailer, shard discovery and URI redaction, against the emulator.
+"""The live oplog tailer, shard discovery and URI redaction, against the emulator.
 
 Real pymongo talks to the wire-protocol emulator, so the driver behaviours that matter
 (getMore never retried, tailable cursors dying quietly, socket timeouts) are exercised.
@@ -17,9 +17,9 @@ from pymongo import MongoClient
 
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
-from shardstream.oplog.cluster_discovery import discover_cluster, parse_shard_host, shard_uri
-from shardstream.oplog.live_faults import RetryPolicy
-from shardstream.oplog.live_source import LiveOplogSource
+from shardstream.oplog.live.discovery import discover_cluster, parse_shard_host, shard_uri
+from shardstream.oplog.live.faults import RetryPolicy
+from shardstream.oplog.live.tailer import LiveOplogSource
 from shardstream.oplog.redaction import redact_text, redact_uri
 
 from .live_helpers import (

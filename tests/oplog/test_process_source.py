@@ -1,4 +1,4 @@
-"""Layer 1: the process tailer against the emulator (real pymongo, in a spawned child).
+"""The process tailer against the emulator (real pymongo, in a spawned child).
 
 The child runs the same LiveOplogSource the thread tests cover in depth; these tests
 check what the process boundary adds: entries and promises cross it in order, faults
@@ -16,11 +16,11 @@ import pytest
 from bson.timestamp import Timestamp
 
 import shardstream
-from shardstream.cli import main
+from shardstream.cli.main import main
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
-from shardstream.oplog.live_faults import RetryPolicy
-from shardstream.oplog.process_source import ProcessOplogSource
+from shardstream.oplog.live.faults import RetryPolicy
+from shardstream.oplog.live.process_tailer import ProcessOplogSource
 from tests import factories as make
 from tests.merger.stream_helpers import collect
 
@@ -87,7 +87,7 @@ def test_a_fault_reopens_without_loss_or_duplicates(
     assert shard.commands_seen.count("find") > finds
     reopened = [r for r in caplog.records if "reopening after ts" in r.getMessage()]
     assert reopened  # the child's warning reached the parent's logger
-    assert reopened[0].name == "shardstream.oplog.live_source"
+    assert reopened[0].name == "shardstream.oplog.live.tailer"
 
 
 def test_history_lost_and_fatal_errors_keep_their_type_and_message(
@@ -184,7 +184,7 @@ def test_the_watch_command_passes_the_tailer_through(monkeypatch: pytest.MonkeyP
         seen.update(kwargs)
         raise OplogError("stop here")
 
-    monkeypatch.setattr("shardstream.merger.change_stream.watch", fake_watch)
+    monkeypatch.setattr("shardstream.stream.watch", fake_watch)
     assert main(["watch", "mongodb://127.0.0.1:1/", "--tailer", "process"]) == 1
     assert seen["tailer"] == "process"
     assert main(["watch", "mongodb://127.0.0.1:1/"]) == 1

@@ -1,4 +1,4 @@
-"""Layer 1: tailers handing out raw entries (the live fast path's input), thread and process.
+"""Tailers handing out raw entries (the live fast path's input), thread and process.
 
 Raw entries are ``RawBSONDocument`` s of the bytes the server sent; the order and the
 promises are a decoding tailer's, and older entries are still fetched.
@@ -16,8 +16,8 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.emulator import EmulatedReplicaSet
-from shardstream.oplog.live_source import RAW_OPLOG_CODEC_OPTIONS, LiveOplogSource
-from shardstream.oplog.process_source import ProcessOplogSource
+from shardstream.oplog.live.process_tailer import ProcessOplogSource
+from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS, LiveOplogSource
 
 from .live_helpers import AWAIT_MS, fill, noop, poll, reaches, seconds
 

@@ -1,9 +1,10 @@
-"""Tests for the KeyString V1 Decimal128 codec (shardstream.resume_token.keystring_decimal).
+"""Tests for the KeyString V1 Decimal128 codec (shardstream.resume_token.keystring.decimal128).
 
 The expected bytes come from the server's ``key_string.cpp`` (see the module docstring) and
-from docs/resume_token.md section 3.1; the properties checked are the ones the server relies
-on: decode(encode(x)) gives back the exact BID bits, equal numbers give equal bytes whatever
-their type or cohort, and byte order is numeric order.
+from the team's reference notes (shared/docs/resume_token.md section 3.1); the properties
+checked are the ones the server relies on: decode(encode(x)) gives back the exact BID bits,
+equal numbers give equal bytes whatever their type or cohort, and byte order is numeric
+order.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token import keystring_double_form as form
-from shardstream.resume_token.byte_reader import ByteReader
-from shardstream.resume_token.keystring_decimal import (
+from shardstream.resume_token.keystring import double_form as form
+from shardstream.resume_token.keystring.byte_reader import ByteReader
+from shardstream.resume_token.keystring.decimal128 import (
     decode_decimal128,
     decode_decimal128_zero,
     encode_decimal128,
 )
-from shardstream.resume_token.type_bits import TypeBitsReader, TypeBitsWriter
+from shardstream.resume_token.keystring.type_bits import TypeBitsReader, TypeBitsWriter
 
 _SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _SENTINEL = (1, 0, 1)  # type bits appended after a value, to prove the decoder stops in time

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from shardstream.errors import ResumeTokenError
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.resume_token import UNDEFINED, DBPointer, Symbol
-from shardstream.resume_token.keystring import append_value
-from shardstream.resume_token.keystring_raw import append_raw_document
-from shardstream.resume_token.type_bits import TypeBitsWriter
+from shardstream.resume_token.keystring.codec import append_value
+from shardstream.resume_token.keystring.raw_bson import append_raw_document
+from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
 from tests.strategies import NAMES, bson_values
 
 

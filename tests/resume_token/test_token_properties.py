@@ -35,9 +35,9 @@ from shardstream.resume_token import (
     decode_token,
     encode_token,
 )
-from shardstream.resume_token.keystring import encode_values
+from shardstream.resume_token.keystring.codec import encode_values
+from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
 from shardstream.resume_token.token_json import dumps, token_data_to_document
-from shardstream.resume_token.type_bits import TypeBitsWriter
 from tests.strategies import INT32, INT64, OBJECT_IDS, TEXT, TIMESTAMPS, UUIDS, token_data
 
 TIME = Timestamp(1700000000, 7)

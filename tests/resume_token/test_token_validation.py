@@ -24,8 +24,8 @@ from shardstream.resume_token import (
     encode_token,
     high_water_mark,
 )
-from shardstream.resume_token.keystring import encode_values
-from shardstream.resume_token.type_bits import TypeBitsWriter
+from shardstream.resume_token.keystring.codec import encode_values
+from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
 
 TIME = Timestamp(1700000000, 7)
 UUID = uuid.UUID("0123abcd-4567-489a-8bcd-ef0123456789")

@@ -15,8 +15,8 @@ from shardstream.sim.chunks import REGIONS, ChunkMap, KeyBag, hashed_bounds, ran
 from shardstream.sim.clock import HybridClock
 from shardstream.sim.config import CollectionSpec
 from shardstream.sim.documents import new_document, random_diff
-from shardstream.transform.apply_update import apply_update
-from shardstream.transform.update_description import parse_update_diff
+from shardstream.transform.update.apply_update import apply_update
+from shardstream.transform.update.update_description import parse_update_diff
 
 
 def test_clock_ticks_within_a_second_and_follows_the_wall():

@@ -17,7 +17,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark.sql")
-    from shardstream.spark.ingest_session import build_session
+    from shardstream.spark.ingest.session import build_session
 
     session = build_session("local[2]", app_name="shardstream-tests")
     yield session

@@ -18,7 +18,7 @@ from shardstream.sim import (
     simulated_sources,
 )
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.rows import events_to_batch
+from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
 

@@ -9,10 +9,10 @@ import pytest
 from deltalake import DeltaTable
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta_commits import WATERMARK_KEY, transaction_app_id
-from shardstream.spark.delta_sink import LakehouseSink, resume_watermark
-from shardstream.spark.mirror_check import mirror_state
-from shardstream.spark.rows import PUBLIC_COLUMNS
+from shardstream.spark.delta.commits import WATERMARK_KEY, transaction_app_id
+from shardstream.spark.delta.mirror_check import mirror_state
+from shardstream.spark.delta.sink import LakehouseSink, resume_watermark
+from shardstream.spark.source.rows import PUBLIC_COLUMNS
 from tests.spark.lakehouse_checks import (
     event_batches,
     expected_state,
@@ -137,6 +137,6 @@ def test_batches_without_the_event_columns_are_refused(tmp_path: Path) -> None:
 
 
 def _commit(app: str, batch_id: int, batch: pa.Table):  # type: ignore[no-untyped-def]
-    from shardstream.spark.delta_commits import BatchCommit
+    from shardstream.spark.delta.commits import BatchCommit
 
     return BatchCommit(app_id=app, batch_id=batch_id, watermark=batch["_id"][-1].as_py())

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta_commits import BatchCommit, watermark_cluster_time
-from shardstream.spark.delta_sink import LakehouseSink
-from shardstream.spark.ingest import IngestSettings, run_ingest, stream_source_options
-from shardstream.spark.ingest_progress import IngestProgress
-from shardstream.spark.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.commits import BatchCommit, watermark_cluster_time
+from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.sink import LakehouseSink
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.ingest.query import IngestSettings, run_ingest, stream_source_options
 from tests.spark.lakehouse_checks import event_batches, merged_events, simulate
 
 SIMULATION = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
@@ -81,7 +81,7 @@ def test_merged_and_per_shard_modes_write_identical_tables(spark: Any, tmp_path:
 
 @pytest.mark.spark
 def test_the_spark_demo_checks_both_tables(spark: Any, tmp_path: Path) -> None:
-    from shardstream.spark.ingest_demo import run_spark_demo
+    from shardstream.spark.ingest.demo import run_spark_demo
 
     out = io.StringIO()
     assert run_spark_demo(out, operations=200, root=tmp_path / "lake") == 0

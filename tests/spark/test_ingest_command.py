@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shardstream.cli import _build_parser, main
-from shardstream.ingest_command import CRASH_ENV, _crash_point, source_options
-from shardstream.spark.delta_sink import CrashPoint
+from shardstream.cli.ingest import CRASH_ENV, _crash_point, source_options
+from shardstream.cli.main import _build_parser, main
+from shardstream.spark.delta.sink import CrashPoint
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -97,7 +97,7 @@ def test_crash_hook_format() -> None:
 
 
 def test_a_source_failure_is_one_line_naming_the_python_error() -> None:
-    from shardstream.ingest_command import spark_error_summary
+    from shardstream.cli.ingest import spark_error_summary
     from shardstream.oplog.redaction import redact_text
 
     message = (

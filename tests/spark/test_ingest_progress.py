@@ -9,9 +9,9 @@ from bson.timestamp import Timestamp
 
 from shardstream.resume_token import ResumeTokenData, encode_token
 from shardstream.resume_token.token_data import TokenType
-from shardstream.spark.delta_mirror import MirrorWrite
-from shardstream.spark.delta_sink import BatchOutcome
-from shardstream.spark.ingest_progress import IngestProgress, watermark_lag
+from shardstream.spark.delta.mirror import MirrorWrite
+from shardstream.spark.delta.sink import BatchOutcome
+from shardstream.spark.ingest.progress import IngestProgress, watermark_lag
 
 
 def _token(seconds: int) -> str:

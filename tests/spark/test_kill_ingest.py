@@ -24,10 +24,10 @@ import pytest
 
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta_sink import CrashPoint
-from shardstream.spark.ingest import IngestSettings, run_ingest
-from shardstream.spark.ingest_progress import IngestProgress
-from shardstream.spark.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.sink import CrashPoint
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.ingest.query import IngestSettings, run_ingest
 from tests.spark.ingest_runs import check_consistent, ingest_process, reference_events
 
 pytestmark = pytest.mark.spark

@@ -11,13 +11,13 @@ from bson.int64 import Int64
 from shardstream.errors import SinkError, TransformError
 from shardstream.resume_token.token_json import loads
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.mirror_state import (
+from shardstream.spark.delta.mirror_state import (
     MirrorRow,
     apply_batch,
     batch_needs,
     document_id,
 )
-from shardstream.spark.rows import event_to_row
+from shardstream.spark.source.rows import event_to_row
 from shardstream.transform.extended_json import event_to_json
 from tests.spark.lakehouse_checks import merged_events, simulate
 

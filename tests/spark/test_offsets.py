@@ -8,7 +8,7 @@ import pytest
 
 from shardstream.errors import ConfigurationError
 from shardstream.resume_token import ResumeToken
-from shardstream.spark.offsets import StreamOffset, data_of, token_of_text, token_text
+from shardstream.spark.source.offsets import StreamOffset, data_of, token_of_text, token_text
 
 
 def test_equal_positions_serialise_to_equal_text_whatever_the_insertion_order() -> None:

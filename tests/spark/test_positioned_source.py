@@ -12,7 +12,7 @@ import shardstream
 from shardstream.errors import ChangeStreamHistoryLost
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.source import OplogSource
-from shardstream.spark.positioned_source import PositionedSource
+from shardstream.spark.source.positioned_source import PositionedSource
 from tests import factories as make
 
 T = [Timestamp(1700000000, i) for i in range(10)]

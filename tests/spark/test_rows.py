@@ -10,7 +10,7 @@ from bson import json_util
 from shardstream.merger import MergedStream
 from shardstream.resume_token import ResumeToken
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
-from shardstream.spark.rows import (
+from shardstream.spark.source.rows import (
     EVENT_SCHEMA,
     PUBLIC_COLUMNS,
     SPARK_DDL,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shardstream.spark.rows import EVENT_SCHEMA, SPARK_DDL
+from shardstream.spark.source.rows import EVENT_SCHEMA, SPARK_DDL
 
 pytestmark = pytest.mark.spark
 

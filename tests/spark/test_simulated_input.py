@@ -7,7 +7,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost
 from shardstream.sim import SimulationConfig
-from shardstream.spark.simulated_input import SimulatedShardOplog, simulated_run
+from shardstream.spark.source.simulated_input import SimulatedShardOplog, simulated_run
 
 CONFIG = SimulationConfig(seed=5, shards=2, operations=120)
 

@@ -11,7 +11,7 @@ from bson.timestamp import Timestamp
 from shardstream.errors import ConfigurationError, ResumeTokenError
 from shardstream.oplog.file_reader import InputFormat
 from shardstream.resume_token import encode_token, high_water_mark
-from shardstream.spark.source_options import PartitionMode, SourceKind, parse_options
+from shardstream.spark.source.options import PartitionMode, SourceKind, parse_options
 
 HWM = encode_token(high_water_mark(Timestamp(1700000000, 7))).data
 

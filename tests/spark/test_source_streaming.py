@@ -11,8 +11,8 @@ from pyspark.errors import StreamingQueryException
 
 from shardstream.merger import MergedStream
 from shardstream.sim import simulated_sources
-from shardstream.spark.simulated_input import simulated_run
-from shardstream.spark.source_options import parse_options
+from shardstream.spark.source.options import parse_options
+from shardstream.spark.source.simulated_input import simulated_run
 from shardstream.transform import ChangeStreamOptions
 
 pytestmark = pytest.mark.spark

@@ -23,12 +23,12 @@ from shardstream.errors import ChangeStreamHistoryLost, MergeError, OplogError
 from shardstream.merger import MergedStream
 from shardstream.resume_token import decode_token
 from shardstream.sim import simulated_sources
-from shardstream.spark.data_source import ShardstreamBatchReader, ShardstreamStreamReader
-from shardstream.spark.offsets import data_of, token_of_text
-from shardstream.spark.partitions import MergedRange, ShardRange
-from shardstream.spark.rows import EVENT_SCHEMA
-from shardstream.spark.simulated_input import simulated_run
-from shardstream.spark.source_options import parse_options
+from shardstream.spark.source.data_source import ShardstreamBatchReader, ShardstreamStreamReader
+from shardstream.spark.source.offsets import data_of, token_of_text
+from shardstream.spark.source.options import parse_options
+from shardstream.spark.source.partitions import MergedRange, ShardRange
+from shardstream.spark.source.rows import EVENT_SCHEMA
+from shardstream.spark.source.simulated_input import simulated_run
 from tests import factories as make
 
 Batch = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]

@@ -17,9 +17,9 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from shardstream.emulator import EmulatedCluster
 from shardstream.resume_token import decode_token
-from shardstream.spark.data_source import ShardstreamStreamReader
-from shardstream.spark.offsets import token_of_text
-from shardstream.spark.source_options import parse_options
+from shardstream.spark.source.data_source import ShardstreamStreamReader
+from shardstream.spark.source.offsets import token_of_text
+from shardstream.spark.source.options import parse_options
 from tests import factories as make
 
 T = [Timestamp(1700000000, i) for i in range(30)]

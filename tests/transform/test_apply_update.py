@@ -1,4 +1,4 @@
-"""Tests for shardstream.transform.apply_update (post-images from update oplog entries).
+"""Tests for shardstream.transform.update.apply_update (post-images from update oplog entries).
 
 The ``DiffApplierTest`` / ``DiffSerializationTest`` cases are the server's own, from
 src/mongo/db/update/document_diff_applier_test.cpp and document_diff_serialization_test.cpp,
@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardstream.errors import TransformError
-from shardstream.transform.apply_update import apply_update
+from shardstream.transform.update.apply_update import apply_update
 
 
 def v2(diff: dict[str, Any]) -> dict[str, Any]:

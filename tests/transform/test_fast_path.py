@@ -21,10 +21,10 @@ from bson.timestamp import Timestamp
 from shardstream.errors import OplogError
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.transform import ChangeStreamOptions
-from shardstream.transform.fast_path import FastShardPipeline, fast_path_applies
-from shardstream.transform.raw_event_writer import encode_event_document
+from shardstream.transform.raw.event_writer import encode_event_document
+from shardstream.transform.raw.pipeline import FastShardPipeline, fast_path_applies
 from tests import factories as make
-from tests.transform.fast_path_oracle import as_read_from_file, fast_run, reference_run
+from tests.paths import as_read_from_file, fast_run, reference_run
 from tests.transform.raw_corpus import generate_entries
 from tests.transform.vector_cases import RAW_CASES, SKIPPED, oplog_entries, options_for
 

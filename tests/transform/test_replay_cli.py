@@ -14,7 +14,7 @@ import bson
 import pytest
 from bson import json_util
 
-from shardstream.cli import main
+from shardstream.cli.main import main
 from shardstream.transform import event_to_json, transform_oplog
 from tests.transform.vector_cases import RAW_CASES, SKIPPED, oplog_entries, options_for
 

@@ -27,8 +27,8 @@ from shardstream.resume_token import (
     event_token_data,
     high_water_mark,
 )
-from shardstream.transform.check_resumability import ResumeStatus, compare_with_resume_token
-from shardstream.transform.split_large_event import (
+from shardstream.transform.stages.check_resumability import ResumeStatus, compare_with_resume_token
+from shardstream.transform.stages.split_large_event import (
     BSON_OBJ_MAX_USER_SIZE,
     MAX_CHANGE_EVENT_SIZE,
     SplitLargeEventStage,

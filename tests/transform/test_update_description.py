@@ -1,9 +1,10 @@
 """updateDescription from ``$v:2`` diffs, 6.x legacy updates, rawUpdateDescription, FieldList.
 
 Expectations come from tests/data/transform_cases.json (the server's unit tests and
-jstests), the examples of transform.md section 3.2, and the error codes of
-``document_diff_serialization.cpp``. Comparisons are made on canonical Extended JSON
-pair lists, so value types, field order and repeated keys all count.
+jstests), the examples of the team's reference notes (shared/docs/transform.md
+section 3.2), and the error codes of ``document_diff_serialization.cpp``. Comparisons are
+made on canonical Extended JSON pair lists, so value types, field order and repeated keys
+all count.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from shardstream.errors import TransformError
 from shardstream.transform.field_list import FieldList, mapping_from_pairs
-from shardstream.transform.update_description import (
+from shardstream.transform.update.update_description import (
     legacy_update_description,
     parse_update_diff,
     raw_update_description,
@@ -113,7 +114,7 @@ def test_vector_legacy_updates(case: dict[str, Any]) -> None:
     assert canon(legacy_update_description(entry["o"])) == canon(description)
 
 
-# --- transform.md section 3.2 and the server's diff parser unit tests ------------------------
+# --- shared/docs/transform.md section 3.2 and the server's diff parser unit tests ------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,7 @@
-"""Conformance: every case of tests/data/transform_cases.json, through the public API.
+"""Conformance: every case of tests/data/transform_cases.json, on both paths.
+
+The reference path through the public API (``transform_oplog``), the fast path
+through ``FastShardPipeline`` (the ``path`` fixture, tests/paths.py).
 
 Each case's events must match ``expected`` field for field, in order, with the same
 BSON types; ``_id`` must sit at ``expected_id_index``; the tokens must decode to the
@@ -16,7 +19,8 @@ from bson import json_util
 from shardstream.errors import TransformError
 from shardstream.resume_token import ResumeToken, decode_token, encode_token
 from shardstream.resume_token.token_json import token_data_from_document
-from shardstream.transform import ChangeEvent, event_to_json, transform_oplog
+from shardstream.transform import ChangeEvent, event_to_json
+from tests.paths import OnPath
 from tests.transform.vector_cases import (
     PAIR_CASES,
     RAW_CASES,
@@ -36,10 +40,10 @@ def _ids(cases: list[tuple[dict[str, Any], Any]]) -> list[str]:
     return [case["name"] for case, _ in cases]
 
 
-def _run(case: dict[str, Any]) -> list[ChangeEvent]:
+def _run(path: OnPath, case: dict[str, Any]) -> list[ChangeEvent]:
     if case["name"] in SKIPPED:
         pytest.skip(SKIPPED[case["name"]])
-    return list(transform_oplog(oplog_entries(case), options_for(case)))
+    return path.transform(oplog_entries(case), options_for(case))
 
 
 def _expected_field(pair_case: Any, key: str) -> Any:
@@ -47,14 +51,16 @@ def _expected_field(pair_case: Any, key: str) -> Any:
 
 
 @pytest.mark.parametrize(("case", "pair_case"), STREAM_CASES, ids=_ids(STREAM_CASES))
-def test_events_match_expected_fields_order_and_types(case: dict[str, Any], pair_case: Any) -> None:
+def test_events_match_expected_fields_order_and_types(
+    path: OnPath, case: dict[str, Any], pair_case: Any
+) -> None:
     if "expected_error" in case:
         with pytest.raises(TransformError) as caught:
-            _run(case)
+            _run(path, case)
         assert caught.value.code == case["expected_error"]
         assert caught.value.ts is not None
         return
-    events = _run(case)
+    events = _run(path, case)
     expected = _expected_field(pair_case, "expected")
     id_positions = case["expected_id_index"]
     assert len(events) == len(expected), [e.document for e in events]
@@ -65,10 +71,10 @@ def test_events_match_expected_fields_order_and_types(case: dict[str, Any], pair
 
 
 @pytest.mark.parametrize(("case", "pair_case"), STREAM_CASES, ids=_ids(STREAM_CASES))
-def test_tokens_decode_to_the_event(case: dict[str, Any], pair_case: Any) -> None:
+def test_tokens_decode_to_the_event(path: OnPath, case: dict[str, Any], pair_case: Any) -> None:
     if "expected_error" in case:
         pytest.skip("the stream fails; no events")
-    events = _run(case)
+    events = _run(path, case)
     txn_indexes = case.get("expected_txnOpIndex")
     for number, event in enumerate(events):
         document = event.document

@@ -1,4 +1,4 @@
-"""Layer 3: N shards' change streams merged into the one stream mongos would emit.
+"""N shards' change streams merged into the one stream mongos would emit.
 
 Pure except for what the oplog sources do.  See docs/design.md for the merge rules.
 """

@@ -1,4 +1,4 @@
-"""Layer 3: the k-way merge of shard streams, as mongos's AsyncResultsMerger does it.
+"""The k-way merge of shard streams, as mongos's AsyncResultsMerger does it.
 
 Server counterpart: ``AsyncResultsMerger`` (src/mongo/s/query/exec/async_results_merger.cpp)
 for a sorted, tailable, awaitData change-stream cursor:

@@ -1,4 +1,4 @@
-"""Layer 3 input: the live ``config.shards`` monitor, a remote of the merge like any shard.
+"""Input: the live ``config.shards`` monitor, a remote of the merge like any shard.
 
 mongos learns of shards joining or leaving from a change stream on ``config.shards``,
 opened on the config server at the stream's start.  This is the same thing built from

@@ -1,4 +1,4 @@
-"""Layer 3, router stage: react to shards joining or leaving, as mongos does.
+"""Router stage: react to shards joining or leaving, as mongos does.
 
 Emulates ``DocumentSourceChangeStreamHandleTopologyChange`` (v1): topology events
 come through the merge like any event, so they take effect exactly at their place

@@ -1,4 +1,4 @@
-"""Layer 3: the router half of a sharded change stream, over N shard readers.
+"""The router half of a sharded change stream, over N shard readers.
 
 Drives the :class:`AsyncResultsMerger` the way mongos's cursor does: read shards
 whose buffers are low, release events the gate allows, pass them through the
@@ -15,7 +15,6 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, MergeError
 from shardstream.merger.async_results_merger import AsyncResultsMerger
-from shardstream.merger.fast_shard_reader import FastShardReader, reads_fast
 from shardstream.merger.handle_topology_change import (
     change_of,
     is_internal,
@@ -23,13 +22,14 @@ from shardstream.merger.handle_topology_change import (
     start_after_add,
     topology_event,
 )
+from shardstream.merger.raw.shard_reader import FastShardReader, reads_fast
 from shardstream.merger.shard_reader import ShardReader
 from shardstream.merger.topology import ShardChangeKind, TopologySource
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
 from shardstream.transform import fields as f
-from shardstream.transform.ensure_resume_token_present import EnsureResumeTokenPresent
+from shardstream.transform.stages.ensure_resume_token_present import EnsureResumeTokenPresent
 
 TOPOLOGY_REMOTE: Final = "config.shards"
 DEFAULT_READ_ENTRIES: Final = 1000

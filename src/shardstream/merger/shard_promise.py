@@ -1,4 +1,4 @@
-"""Layer 3: what a shard cursor promises the merge after each batch (its PBRT).
+"""What a shard cursor promises the merge after each batch (its PBRT).
 
 As on the server (``_performChangeStreamsAccounting``), a shard's postBatchResumeToken
 is the last event's token, or a high-water-mark token at the last examined oplog

@@ -1,4 +1,4 @@
-"""Layer 3: one shard's half of a sharded change stream.
+"""One shard's half of a sharded change stream.
 
 Reads batches from the shard's :class:`OplogSource`, runs them through the shard
 pipeline, and reports what a shard cursor reports to mongos: the events plus a
@@ -20,8 +20,6 @@ from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, ShardPipeline
 from shardstream.transform import fields as f
-
-_NEW_SHARD_EVENTS = frozenset({f.NEW_SHARD_DETECTED, f.NEW_SHARD_DETECTED_LEGACY})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,7 +73,7 @@ class ShardReader(PromisingReader):
                 # The legacy new-shard signal: mongos swallows it, and learns of new shards
                 # from config.shards instead; dropping it here keeps its token out of the
                 # shard's promise (internal tokens are never exposed).
-                if event.operation_type not in _NEW_SHARD_EVENTS:
+                if event.operation_type not in f.NEW_SHARD_EVENTS:
                     event.shard = self.source.name
                     events.append(event)
             if self._pipeline.closed:

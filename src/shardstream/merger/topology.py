@@ -1,4 +1,4 @@
-"""Layer 3 input: shards joining and leaving the cluster (the ``config.shards`` monitor).
+"""Input: shards joining and leaving the cluster (the ``config.shards`` monitor).
 
 mongos opens a change stream on ``config.shards`` beside the data shards; it is a
 remote of the merge like any shard (its promise gates the merge) and its events

@@ -1,4 +1,4 @@
-"""Layer 1: read oplog entries from a file: concatenated BSON or Extended JSON lines.
+"""Read oplog entries from a file: concatenated BSON or Extended JSON lines.
 
 ``bson`` is what ``mongodump`` writes for ``local.oplog.rs`` (``oplog.bson``);
 ``ejson`` is one Extended JSON entry per line.  ``-`` reads standard input.  A

@@ -1,4 +1,4 @@
-"""Layer 1: an oplog file as an :class:`OplogSource` (one shard of a replay).
+"""An oplog file as an :class:`OplogSource` (one shard of a replay).
 
 The file is read in order; after each batch the promise is the last entry's ``ts``
 (a shard's timestamps are unique and increasing, so nothing at or below it can

@@ -1,4 +1,4 @@
-"""Layer 1: an oplog.bson file as raw BSON documents (bytes), for the fast path.
+"""An oplog.bson file as raw BSON documents (bytes), for the fast path.
 
 Reads the file in large chunks and slices each entry out of the chunk by its
 length prefix, so memory stays bounded by the chunk size whatever the file's

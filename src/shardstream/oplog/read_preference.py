@@ -1,4 +1,4 @@
-"""Layer 1: the read-preference modes a live tailer accepts, checked before pymongo sees them.
+"""The read-preference modes a live tailer accepts, checked before pymongo sees them.
 
 Our errors say what was expected and what arrived in our own words: pymongo's own text for
 a bad mode has changed between releases (4.20 no longer names the value), so passing it on

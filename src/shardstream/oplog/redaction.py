@@ -1,4 +1,4 @@
-"""Layer 1: strip secrets from MongoDB URIs before they reach a log line or an error.
+"""Strip secrets from MongoDB URIs before they reach a log line or an error.
 
 Every message that names a shard's connection string goes through :func:`redact_uri`
 (or :func:`redact_text` for free text such as a driver's error message), so a password

@@ -1,4 +1,4 @@
-"""Layer 1 contract: what the merger needs from one shard's oplog.
+"""Contract: what the merger needs from one shard's oplog.
 
 A source hands out batches of entries in ``ts`` order, each with the shard's
 *promise*: a timestamp such that no entry at or below it will ever arrive.  A

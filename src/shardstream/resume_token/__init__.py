@@ -1,4 +1,4 @@
-"""Layer 0: resume tokens, byte-identical to the server's (KeyString V1 + type bits).
+"""Resume tokens, byte-identical to the server's (KeyString V1 + type bits).
 
 Imports nothing from the rest of the project.
 

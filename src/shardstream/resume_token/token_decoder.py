@@ -17,9 +17,10 @@ from bson.binary import Binary
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token import ctype
-from shardstream.resume_token.byte_reader import ByteReader
-from shardstream.resume_token.keystring import decode_value_of_ctype
+from shardstream.resume_token.keystring import ctype
+from shardstream.resume_token.keystring.byte_reader import ByteReader
+from shardstream.resume_token.keystring.codec import decode_value_of_ctype
+from shardstream.resume_token.keystring.type_bits import TypeBitsReader, parse_type_bits
 from shardstream.resume_token.token import (
     DATA_FIELD,
     TYPE_BITS_FIELD,
@@ -28,7 +29,6 @@ from shardstream.resume_token.token import (
     type_bits_from_value,
 )
 from shardstream.resume_token.token_data import ResumeTokenData, TokenType
-from shardstream.resume_token.type_bits import TypeBitsReader, parse_type_bits
 
 MAX_TOKEN_BYTES: Final = 16 * 1024 * 1024  # a token lives in a BSON document: 16 MiB at most
 _MISSING: Final = object()

@@ -17,12 +17,12 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token import ctype
-from shardstream.resume_token.keystring import append_value
-from shardstream.resume_token.keystring_numbers import TYPE_INT32, append_int
+from shardstream.resume_token.keystring import ctype
+from shardstream.resume_token.keystring.codec import append_value
+from shardstream.resume_token.keystring.numeric import TYPE_INT32, append_int
+from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
 from shardstream.resume_token.token import ResumeToken
 from shardstream.resume_token.token_data import ResumeTokenData, TokenType
-from shardstream.resume_token.type_bits import TypeBitsWriter
 
 _INT32_MAX = (1 << 31) - 1
 _END = bytes((ctype.END,))

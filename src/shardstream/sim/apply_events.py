@@ -14,7 +14,7 @@ from typing import Any
 import bson
 
 from shardstream.sim.documents import id_key
-from shardstream.transform.apply_update import apply_update
+from shardstream.transform.update.apply_update import apply_update
 
 State = dict[tuple[str, str], dict[bytes, Any]]
 _CRUD = frozenset({"insert", "update", "replace", "delete"})

@@ -5,7 +5,7 @@ per index, as a build on an empty collection logs it) and, for a sharded one,
 writes the ``shardCollection`` no-op.  Another shard creates a sharded collection
 when its first chunk arrives; a migration recipient logs those entries as
 ``fromMigrate`` [inferred from the oplog filter's exception for ``fromMigrate``
-create/createIndexes, docs/transform.md §5], so a change stream sees one ``create``.
+create/createIndexes in change_stream_filter_helpers.cpp], so a change stream sees one ``create``.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def coll_mod(world: World, coll: CollectionState, primary: str) -> None:
     """Hide the ``status_1`` index on every shard that has chunks, and the primary.
 
     Each shard writes its own entry at its own ``ts``, so a change stream shows one
-    ``modify`` per shard (docs/transform.md §6).
+    ``modify`` per shard (``modify`` events are not deduplicated by mongos).
     """
     o = {"collMod": coll.name, "index": {"name": _SECONDARY_INDEX, "hidden": True}}
     o2 = {"collectionOptions_old": {"uuid": coll.ui}, "indexOptions_old": {"hidden": False}}

@@ -2,7 +2,7 @@
 
 Documents look like a small shop's records (status, quantity, price, tags and a
 nested ``meta``).  Diffs are built the way the server's update system writes
-them (docs/transform.md §3.1): sections ``d, u, i`` then sub-diffs, ``$set`` of an
+them (doc_diff.h, ``DocumentDiffBuilder``): sections ``d, u, i`` then sub-diffs, ``$set`` of an
 existing field in ``u`` and of a new one in ``i``, ``$unset`` in ``d``, and array
 changes as an array diff (``a: true``, ``u<index>``, ``l`` when it shrinks).
 """

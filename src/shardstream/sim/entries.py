@@ -3,7 +3,7 @@
 A *body* is an entry without its optime: the session fields, then the operation
 (``op, ns, ui, o, o2``, ``fromMigrate``).  :func:`stamp` appends the optime fields
 (``ts, t, v, wall``) and ``prevOpTime``, in the order ``repl/oplog_entry.idl``
-serialises them (docs/transform.md §1).
+serialises them.
 """
 
 from __future__ import annotations

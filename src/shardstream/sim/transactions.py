@@ -28,7 +28,7 @@ from shardstream.sim.collection import CollectionState
 from shardstream.sim.documents import id_key, random_diff
 from shardstream.sim.workload import make_document, pick_document
 from shardstream.sim.world import Session, World
-from shardstream.transform.apply_update import apply_update
+from shardstream.transform.update.apply_update import apply_update
 
 _NULL_TS = Timestamp(0, 0)
 

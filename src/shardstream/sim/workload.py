@@ -2,7 +2,7 @@
 
 A step picks a shard that may take writes (not idle), then a collection and chunk it
 owns, then a document, so idle shards simply receive nothing.  Updates are ``$v:2``
-deltas applied with :func:`shardstream.transform.apply_update.apply_update`, the same
+deltas applied with :func:`shardstream.transform.update.apply_update.apply_update`, the same
 code the change-stream side uses, so the true state and a replay agree on field order.
 """
 
@@ -15,7 +15,7 @@ from shardstream.sim.chunks import Chunk
 from shardstream.sim.collection import CollectionState
 from shardstream.sim.documents import random_diff, replacement
 from shardstream.sim.world import World
-from shardstream.transform.apply_update import apply_update
+from shardstream.transform.update.apply_update import apply_update
 
 _PICK_ATTEMPTS = 4
 

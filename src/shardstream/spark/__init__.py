@@ -1,8 +1,8 @@
-"""Layer 5: Spark ingestion of the merged stream (the only package that imports pyspark).
+"""Spark ingestion of the merged stream (the only package that imports pyspark).
 
-Needs the ``spark`` extra (pyspark, pyarrow, deltalake).  :mod:`shardstream.spark.rows`
+Needs the ``spark`` extra (pyspark, pyarrow, deltalake).  :mod:`shardstream.spark.source.rows`
 is the row schema shared by the data source and the lakehouse sinks;
-:mod:`shardstream.spark.data_source` is the ``shardstream`` streaming / batch source::
+:mod:`shardstream.spark.source.data_source` is the ``shardstream`` streaming / batch source::
 
     import shardstream.spark
     shardstream.spark.register(spark)
@@ -19,9 +19,9 @@ __all__ = ["register"]
 def register(spark: Any) -> None:
     """Register the ``shardstream`` data source with ``spark`` (a SparkSession).
 
-    pyspark is imported here, not at package import, so that :mod:`shardstream.spark.rows`
+    pyspark is imported here, not at package import, so that :mod:`shardstream.spark.source.rows`
     stays usable with pyarrow alone.
     """
-    from shardstream.spark.data_source import register as register_source
+    from shardstream.spark.source.data_source import register as register_source
 
     register_source(spark)

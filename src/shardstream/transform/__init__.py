@@ -1,4 +1,4 @@
-"""Layer 2: oplog entries become change events, as a shard's $changeStream pipeline does.
+"""Oplog entries become change events, as a shard's $changeStream pipeline does.
 
 Pure: no network, clock or client.  One module per server stage, assembled in
 the server's order by :mod:`shardstream.transform.pipeline`.
@@ -12,7 +12,7 @@ from shardstream.transform.field_list import FieldList
 from shardstream.transform.lookup import DocumentLookup, PerShardLookup
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
 from shardstream.transform.pipeline import ShardPipeline, transform_oplog
-from shardstream.transform.unwind_transaction import TransactionHistory
+from shardstream.transform.stages.unwind_transaction import TransactionHistory
 
 __all__ = [
     "ChangeEvent",

@@ -1,4 +1,4 @@
-"""Layer 2 value type: one change event with its resume token.
+"""Value type: one change event with its resume token.
 
 The event document is what a client sees (fields in server order); the token and
 its decoded data travel beside it so later stages (invalidate, resumability,

@@ -1,4 +1,4 @@
-"""Layer 2 output: change events as canonical Extended JSON lines.
+"""Output: change events as canonical Extended JSON lines.
 
 The same text ``bson.json_util.dumps(event, json_options=CANONICAL_JSON_OPTIONS)``
 writes, except that a :class:`FieldList` (an ``updatedFields`` with a repeated

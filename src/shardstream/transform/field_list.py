@@ -1,4 +1,4 @@
-"""Layer 2 value type: a BSON document whose field names may repeat (server ``MutableDocument``).
+"""Value type: a BSON document whose field names may repeat (server ``MutableDocument``).
 
 The change stream's ``updatedFields`` (and ``disambiguatedPaths``) are built with
 ``MutableDocument::addField`` in ``change_stream_document_diff_parser.cpp``, which

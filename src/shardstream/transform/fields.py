@@ -1,4 +1,4 @@
-"""Layer 2 constants: change-event field names and operation types, as the server spells them."""
+"""Constants: change-event field names and operation types, as the server spells them."""
 
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ RESHARD_COLLECTION: Final = "reshardCollection"
 MIGRATE_LAST_CHUNK_FROM_SHARD: Final = "migrateLastChunkFromShard"
 NEW_SHARD_DETECTED: Final = "migrateChunkToNewShard"
 NEW_SHARD_DETECTED_LEGACY: Final = "kNewShardDetected"  # 6.0, and any v1 token
+# Both spellings of the new-shard event (which one a stream uses depends on its version).
+NEW_SHARD_EVENTS: Final = frozenset({NEW_SHARD_DETECTED, NEW_SHARD_DETECTED_LEGACY})
 RESHARD_BEGIN: Final = "reshardBegin"
 RESHARD_DONE_CATCH_UP: Final = "reshardDoneCatchUp"
 END_OF_TRANSACTION: Final = "endOfTransaction"

@@ -1,4 +1,4 @@
-"""Layer 2 interface: the documents a change stream fetches besides the oplog.
+"""Interface: the documents a change stream fetches besides the oplog.
 
 ``fullDocument: updateLookup`` reads the current document by its documentKey
 (through mongos); pre-images (``fullDocumentBeforeChange``, and the base of

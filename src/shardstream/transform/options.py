@@ -1,4 +1,4 @@
-"""Layer 2 configuration: the change-stream options a shard pipeline is built from.
+"""Configuration: the change-stream options a shard pipeline is built from.
 
 Mirrors the server's ``DocumentSourceChangeStreamSpec`` (document_source_change_stream.idl)
 plus the few facts that pick version-dependent behaviour (``server_version``).
@@ -129,6 +129,21 @@ class ChangeStreamOptions:
         if self.token_version is not None:
             return self.token_version
         return 1 if tuple(self.server_version) < (6, 1) else 2
+
+    @property
+    def wants_pre_image(self) -> bool:
+        """Whether events carry ``fullDocumentBeforeChange`` (read from a lookup)."""
+        return self.full_document_before_change != "off"
+
+    @property
+    def wants_post_image(self) -> bool:
+        """Whether update events carry a looked-up ``fullDocument``."""
+        return self.full_document != "default"
+
+    @property
+    def wants_images(self) -> bool:
+        """Whether the stream reads documents besides the oplog (either image option)."""
+        return self.wants_pre_image or self.wants_post_image
 
     def at_least(self, major: int, minor: int) -> bool:
         """Whether the emulated server is version ``major.minor`` or newer."""

@@ -1,4 +1,4 @@
-"""Layer 2 assembly: one shard's change-stream pipeline, stage by stage in the server's order.
+"""Assembly: one shard's change-stream pipeline, stage by stage in the server's order.
 
 Mirrors ``buildPipeline`` (change_stream_pipeline_helpers.cpp).  Feed it every
 oplog entry of one shard, oldest first; it returns the events that entry yields.
@@ -13,18 +13,18 @@ from typing import Any
 
 from shardstream.errors import ConfigurationError, TransformError
 from shardstream.transform import fields as f
-from shardstream.transform.add_post_image import AddPostImage
-from shardstream.transform.add_pre_image import AddPreImage
 from shardstream.transform.change_event import ChangeEvent
-from shardstream.transform.check_invalidate import CheckInvalidate
-from shardstream.transform.check_resumability import CheckResumability
-from shardstream.transform.ensure_resume_token_present import EnsureResumeTokenPresent
-from shardstream.transform.event_transform import EventTransform
 from shardstream.transform.lookup import DocumentLookup
-from shardstream.transform.oplog_match import OplogMatch
 from shardstream.transform.options import ChangeStreamOptions
-from shardstream.transform.split_large_event import SplitLargeEventStage
-from shardstream.transform.unwind_transaction import TransactionHistory, UnwindTransaction
+from shardstream.transform.stages.add_post_image import AddPostImage
+from shardstream.transform.stages.add_pre_image import AddPreImage
+from shardstream.transform.stages.check_invalidate import CheckInvalidate
+from shardstream.transform.stages.check_resumability import CheckResumability
+from shardstream.transform.stages.ensure_resume_token_present import EnsureResumeTokenPresent
+from shardstream.transform.stages.event_transform import EventTransform
+from shardstream.transform.stages.oplog_match import OplogMatch
+from shardstream.transform.stages.split_large_event import SplitLargeEventStage
+from shardstream.transform.stages.unwind_transaction import TransactionHistory, UnwindTransaction
 
 
 class ShardPipeline:
@@ -48,10 +48,7 @@ class ShardPipeline:
         lookup: DocumentLookup | None = None,
         single_shard: bool = True,
     ) -> None:
-        needs_lookup = options.full_document != "default" or (
-            options.full_document_before_change != "off"
-        )
-        if needs_lookup and lookup is None:
+        if options.wants_images and lookup is None:
             raise ConfigurationError(
                 f"full_document={options.full_document!r} / full_document_before_change="
                 f"{options.full_document_before_change!r} need a document lookup (a live "
@@ -72,9 +69,9 @@ class ShardPipeline:
         self._check_resumability = CheckResumability(options.resume_token)
         # 7. Images only for events that survive the resume check (each costs a lookup).
         self._images: list[AddPreImage | AddPostImage] = []
-        if lookup is not None and options.full_document_before_change != "off":
+        if lookup is not None and options.wants_pre_image:
             self._images.append(AddPreImage(options.full_document_before_change, lookup))
-        if lookup is not None and options.full_document != "default":
+        if lookup is not None and options.wants_post_image:
             self._images.append(AddPostImage(options.full_document, lookup))
         self._single_shard = single_shard
         # 9. On mongos after the merge; here when this pipeline is the whole stream.

@@ -1,0 +1,217 @@
+"""``shardstream ingest``: a cluster's merged change stream into a Delta lakehouse, via Spark.
+
+Argument parsing, the Spark session and output only; the work is
+:func:`shardstream.spark.ingest.query.run_ingest`.  Writes the progress line on stderr and,
+at the end, one JSON object of totals on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from shardstream.cli.options import add_stream_options
+from shardstream.errors import ConfigurationError, ShardstreamError
+from shardstream.oplog.redaction import redact_text
+
+if TYPE_CHECKING:
+    from shardstream.spark.delta.sink import CrashPoint
+
+DEFAULT_MAX_EVENTS_PER_BATCH: Final = 10_000
+# Test hook (kill tests): "<point>:<batch id>", e.g. "between-commits:2".
+CRASH_ENV: Final = "SHARDSTREAM_CRASH_AT_FOR_TEST"
+# A Python error line in a traceback, e.g. "shardstream.errors.OplogError: ..." (the
+# module path is dropped); shardstream's errors end in Error, Lost or NotFound.
+_PYTHON_ERROR: Final = re.compile(r"^(?:[a-z_][\w.]*\.)?([A-Z]\w*(?:Error|Lost|NotFound)\b: .*)$")
+# replay's internal server flags have no data-source option.
+_UNSUPPORTED_FLAGS: Final = (
+    "show_migration_events",
+    "show_system_events",
+    "show_raw_update_description",
+)
+
+
+def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``ingest`` and its options."""
+    ingest = commands.add_parser(
+        "ingest",
+        help="stream a cluster's changes into a Delta change log and mirror (Spark)",
+        description="Run Spark's readStream.format('shardstream') into PATH/changelog "
+        "(every event, once) and PATH/mirror (every document's current state). Oplog files "
+        "and simulated clusters are read to their end; a live cluster until interrupted.",
+    )
+    ingest.add_argument("--table", required=True, metavar="PATH", help="lakehouse root")
+    inputs = ingest.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--uri", help="mongos URI of a live cluster")
+    inputs.add_argument(
+        "--shard", action="append", metavar="NAME=PATH", help="one shard's oplog file"
+    )
+    inputs.add_argument("--simulate", action="store_true", help="a simulated cluster")
+    ingest.add_argument("--shards", type=int, help="--simulate: shards (default 3)")
+    ingest.add_argument("--entries", type=int, help="--simulate: operations (default 1000)")
+    ingest.add_argument("--seed", type=int, help="--simulate: seed (default 7)")
+    ingest.add_argument("--input-format", choices=["bson", "ejson"], help="default: by extension")
+    add_stream_options(ingest)
+    ingest.add_argument(
+        "--max-events-per-batch",
+        type=int,
+        default=DEFAULT_MAX_EVENTS_PER_BATCH,
+        metavar="N",
+        help=f"events per micro-batch, at most (default {DEFAULT_MAX_EVENTS_PER_BATCH})",
+    )
+    ingest.add_argument(
+        "--partition-mode",
+        choices=["merged", "perShard"],
+        default="merged",
+        help="one task running the merger, or tasks per shard (default merged)",
+    )
+    ingest.add_argument("--checkpoint", metavar="DIR", help="default: PATH/_checkpoint")
+    ingest.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    ingest.add_argument(
+        "--trigger-interval", default="1 second", help="live input: micro-batch interval"
+    )
+    ingest.add_argument(
+        "--lenient-mirror",
+        action="store_true",
+        help="skip (and count) updates of documents the mirror never held, instead of failing",
+    )
+    ingest.set_defaults(handler=run_ingest_command)
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``shardstream`` data-source options the flags describe."""
+    for flag in _UNSUPPORTED_FLAGS:
+        if getattr(args, flag):
+            raise ConfigurationError(
+                f"expected ingest's stream options, got --{flag.replace('_', '-')} "
+                "(a replay-only server flag)"
+            )
+    simulation = {"shards": args.shards, "entries": args.entries, "seed": args.seed}
+    if not args.simulate and any(value is not None for value in simulation.values()):
+        raise ConfigurationError(
+            "expected --shards/--entries/--seed only with --simulate, got them with "
+            + ("--uri" if args.uri else "--shard")
+        )
+    if args.input_format and not args.shard:
+        raise ConfigurationError("expected --input-format only with --shard NAME=PATH inputs")
+    if args.max_events_per_batch < 1:
+        raise ConfigurationError(
+            f"expected --max-events-per-batch >= 1, got {args.max_events_per_batch}"
+        )
+    options: dict[str, str] = {}
+    if args.uri:
+        options["uri"] = args.uri
+    elif args.shard:
+        for shard in args.shard:
+            name, sep, path = shard.partition("=")
+            if not sep or not name or not path or "," in shard:
+                raise ConfigurationError(f"expected --shard NAME=PATH (no commas), got {shard!r}")
+        options["oplog"] = ",".join(args.shard)
+        if args.input_format:
+            options["inputFormat"] = args.input_format
+    else:
+        options["simulate"] = "true"
+        options.update({key: str(value) for key, value in simulation.items() if value is not None})
+    scope = {
+        "db": args.db,
+        "coll": args.coll,
+        "serverVersion": args.server_version,
+        "tokenVersion": args.token_version,
+        "startAtOperationTime": args.start_at_operation_time,
+        "resumeAfter": args.resume_after,
+        "startAfter": args.start_after,
+    }
+    options.update({key: str(value) for key, value in scope.items() if value is not None})
+    if args.show_expanded_events:
+        options["showExpandedEvents"] = "true"
+    options["maxEventsPerTrigger"] = str(args.max_events_per_batch)
+    options["partitionMode"] = args.partition_mode
+    return options
+
+
+def run_ingest_command(args: argparse.Namespace) -> int:
+    """Run ``ingest``; errors end it with exit code 1 and one line on stderr."""
+    try:
+        options = source_options(args)
+        crash = _crash_point(os.environ.get(CRASH_ENV))
+        from shardstream.spark.ingest.progress import IngestProgress
+        from shardstream.spark.ingest.query import IngestSettings, run_ingest
+        from shardstream.spark.ingest.session import spark_session
+    except ShardstreamError as exc:
+        sys.stderr.write(f"shardstream ingest: error: {exc}\n")
+        return 1
+    except ImportError as exc:
+        sys.stderr.write(
+            "shardstream ingest: error: needs the spark extra (pip install "
+            f"'shardstream[spark]'), missing {exc.name!r}\n"
+        )
+        return 1
+    settings = IngestSettings(
+        table=Path(args.table),
+        source_options=options,
+        bounded=not args.uri,
+        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+        trigger_interval=args.trigger_interval,
+        strict=not args.lenient_mirror,
+        crash_at_for_test=crash,
+    )
+    try:
+        with spark_session(args.master) as spark:
+            totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
+    except ShardstreamError as exc:
+        sys.stderr.write(f"shardstream ingest: error: {exc}\n")
+        return 1
+    except Exception as exc:
+        # Spark's query errors quote the source's options (the URI among them).
+        text = redact_text(spark_error_summary(str(exc)), *([args.uri] if args.uri else []))
+        sys.stderr.write(f"shardstream ingest: error: {text}\n")
+        return 1
+    summary = {
+        "batches": totals.batches,
+        "events": totals.events,
+        "changelogRows": totals.changelog_rows,
+        "mirrorUpserts": totals.mirror_upserts,
+        "mirrorDeletes": totals.mirror_deletes,
+        "unknownUpdates": totals.unknown_updates,
+        "watermark": totals.watermark,
+    }
+    sys.stdout.write(json.dumps(summary) + "\n")
+    return 0
+
+
+def spark_error_summary(text: str) -> str:
+    """The line of a Spark error that names the Python error behind it, else its first line.
+
+    A failure inside the source reaches the driver as a StreamingQueryException whose
+    message holds the Python traceback and a Java stack trace; the user needs one line.
+
+    >>> spark_error_summary("[STREAM_FAILED] Query ...\\nTraceback:\\n"
+    ...     "shardstream.errors.OplogError: shard 'a' gone\\n\\tat org.apache...")
+    "OplogError: shard 'a' gone"
+    """
+    lines = text.splitlines()
+    for line in reversed(lines):
+        match = _PYTHON_ERROR.match(line.strip())
+        if match:
+            return match.group(1)
+    return lines[0] if lines else text
+
+
+def _crash_point(text: str | None) -> tuple[CrashPoint, int] | None:
+    if not text:
+        return None
+    from shardstream.spark.delta.sink import CrashPoint
+
+    point, _, batch = text.partition(":")
+    try:
+        return CrashPoint(point), int(batch)
+    except ValueError:
+        raise ConfigurationError(
+            f"expected {CRASH_ENV} as <{'|'.join(p.value for p in CrashPoint)}>:<batch id>, "
+            f"got {text!r}"
+        ) from None

@@ -1,0 +1,162 @@
+"""Command line: parses arguments, calls the public API, writes JSON lines.
+
+Subcommands (verbs):
+    shardstream token decode [TOKEN ...]   decode hex tokens or token documents
+    shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
+    shardstream replay PATH [options]      oplog file -> change events (see replay --help)
+    shardstream watch URI [options]        a live cluster's merged change stream
+    shardstream bench [options]            replay or live throughput (ours vs native watch())
+    shardstream ingest --table PATH ...    stream into a Delta change log + mirror (Spark)
+    shardstream demo [--no-spark]          simulated 3-shard cluster -> Spark -> Delta, checked
+
+Input without arguments is read from stdin, one item per line.  Each output
+line is one JSON object; an input that fails writes ``{"error": "..."}`` on its
+line, processing goes on, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TextIO
+
+from bson.errors import BSONError
+
+from shardstream.cli.bench import add_bench_parser
+from shardstream.cli.ingest import add_ingest_parser
+from shardstream.cli.replay import add_replay_parser
+from shardstream.cli.watch import add_watch_parser
+from shardstream.errors import ResumeTokenError, ShardstreamError
+from shardstream.resume_token import decode_token, decode_token_document, encode_token
+from shardstream.resume_token.token_json import (
+    dumps,
+    loads,
+    token_data_from_document,
+    token_data_to_document,
+)
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a writer killed by a closed pipe exits with
+_JSON_PARSE_ERRORS = (ValueError, TypeError, KeyError, OverflowError, BSONError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return handler(args)
+    except BrokenPipeError:
+        # The reader went away (``shardstream replay ... | head``): stop quietly, as a
+        # pipeline's writer does.  Output still buffered would fail again at exit, so
+        # stdout goes to /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="shardstream",
+        description="mongos-identical change streams from every shard's oplog, in parallel.",
+    )
+    commands = parser.add_subparsers(title="commands")
+    token = commands.add_parser("token", help="decode or encode resume tokens")
+    token_commands = token.add_subparsers(title="token commands")
+    decode = token_commands.add_parser(
+        "decode",
+        help="decode resume tokens (hex _data or {_data, _typeBits} Extended JSON)",
+    )
+    decode.add_argument("tokens", nargs="*", metavar="TOKEN", help="default: one per stdin line")
+    decode.set_defaults(handler=_run_token_decode)
+    encode = token_commands.add_parser(
+        "encode", help="encode decoded-token JSON objects (version required) back to tokens"
+    )
+    encode.add_argument("documents", nargs="*", metavar="JSON", help="default: stdin lines")
+    encode.set_defaults(handler=_run_token_encode)
+    add_replay_parser(commands)
+    add_watch_parser(commands)
+    add_bench_parser(commands)
+    add_ingest_parser(commands)
+    demo = commands.add_parser(
+        "demo",
+        help="ingest a simulated 3-shard cluster with Spark into Delta tables and check them",
+    )
+    demo.add_argument(
+        "--no-spark",
+        action="store_true",
+        help="merge the oplogs in pure Python and check the data (no Spark needed)",
+    )
+    demo.set_defaults(handler=_run_demo)
+    return parser
+
+
+def _inputs(arguments: Sequence[str], stdin: TextIO) -> Iterable[str]:
+    if arguments:
+        yield from arguments
+        return
+    for line in stdin:
+        if line.strip():
+            yield line.strip()
+
+
+def _run_each(items: Iterable[str], convert: Callable[[str], Any]) -> int:
+    status = 0
+    for item in items:
+        try:
+            line = dumps(convert(item))
+        except ShardstreamError as exc:
+            line = dumps({"error": str(exc)})
+            status = 1
+        print(line, flush=True)
+    return status
+
+
+def _run_token_decode(args: argparse.Namespace) -> int:
+    return _run_each(_inputs(args.tokens, sys.stdin), decode_one)
+
+
+def _run_token_encode(args: argparse.Namespace) -> int:
+    return _run_each(_inputs(args.documents, sys.stdin), encode_one)
+
+
+def decode_one(text: str) -> dict[str, Any]:
+    """Decode one CLI input (hex ``_data`` or a token document) to its JSON document."""
+    if text.lstrip().startswith("{"):
+        document = _parse_json(text, "a token document {_data, _typeBits} in Extended JSON")
+        if not isinstance(document, dict):
+            raise ResumeTokenError(f"expected a token document, got {document!r:.100}")
+        data = decode_token_document(document)
+    else:
+        data = decode_token(text.strip())
+    return token_data_to_document(data)
+
+
+def encode_one(text: str) -> dict[str, Any]:
+    """Encode one decoded-token JSON object to ``{_data[, _typeBits]}``."""
+    document = _parse_json(text, "a decoded-token object in Extended JSON")
+    if not isinstance(document, dict):
+        raise ResumeTokenError(f"expected a decoded-token object, got {document!r:.100}")
+    return encode_token(token_data_from_document(document)).to_document()
+
+
+def _parse_json(text: str, expected: str) -> Any:
+    try:
+        return loads(text)
+    except _JSON_PARSE_ERRORS as exc:
+        raise ResumeTokenError(f"expected {expected}, got {text!r:.120} ({exc})") from exc
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    # Imported here: only the demo needs the simulator.
+    from shardstream.cli.demo import run_demo, run_spark_demo
+
+    if args.no_spark:
+        return run_demo(sys.stdout)
+    return run_spark_demo(sys.stdout)

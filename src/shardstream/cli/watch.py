@@ -1,0 +1,128 @@
+"""``shardstream watch URI``: a live cluster's merged change stream as Extended JSON lines.
+
+Argument parsing, output and the ``--stats`` line only; the work is
+:func:`shardstream.watch`.  Credentials in the URI never reach the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+from shardstream.cli.options import add_stream_options, options_from_args
+from shardstream.errors import ShardstreamError
+from shardstream.oplog.read_preference import READ_PREFERENCE_MODES
+from shardstream.oplog.redaction import redact_text
+from shardstream.transform import ChangeStreamOptions, event_to_json
+
+if TYPE_CHECKING:
+    from shardstream.stream import ChangeStream
+
+STATS_EVERY_S = 5.0
+
+
+def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``watch`` and its options."""
+    parser = commands.add_parser(
+        "watch",
+        help="tail every shard of a live cluster and write the merged change stream",
+        description="Discover the shards through mongos, tail each shard's oplog in parallel, "
+        "and write the events mongos would emit, one canonical Extended JSON object per line.",
+    )
+    parser.add_argument("uri", metavar="URI", help="a mongos connection string")
+    add_stream_options(parser)
+    parser.add_argument("--max-events", type=int, help="stop after this many events")
+    parser.add_argument(
+        "--read-preference",
+        default="primary",
+        choices=READ_PREFERENCE_MODES,
+        help="which member of each shard to tail (secondaries offload primaries; default primary)",
+    )
+    parser.add_argument(
+        "--no-shard-monitor",
+        action="store_true",
+        help="do not tail the config server for shards added mid-stream (if getShardMap is "
+        "refused); only the shards listed at the start are read",
+    )
+    parser.add_argument(
+        "--tailer",
+        default="thread",
+        choices=["thread", "process"],
+        help="tail each shard in a thread or in a child process (default thread)",
+    )
+    parser.add_argument(
+        "--stats", action="store_true", help="print throughput and per-shard lag to stderr"
+    )
+    parser.set_defaults(handler=run_watch)
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """Run ``watch`` until interrupted (or ``--max-events``); errors exit 1 with one line."""
+    # Imported here: pymongo is only needed once a command talks to a cluster, and every
+    # command's start-up would otherwise pay for it (see shardstream/__init__.py).
+    from shardstream.stream import watch
+
+    try:
+        options = options_from_args(args)
+        with watch(
+            args.uri,
+            max_await_time_ms=1000,
+            read_preference=args.read_preference,
+            monitor_shards=not args.no_shard_monitor,
+            tailer=args.tailer,
+            **watch_arguments(options),
+        ) as stream:
+            _follow(stream, args.max_events, args.stats, sys.stdout, sys.stderr)
+    except ShardstreamError as exc:
+        print(f"shardstream watch: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def watch_arguments(options: ChangeStreamOptions) -> dict[str, Any]:
+    """The ``watch()`` keywords that reproduce ``options``."""
+    arguments: dict[str, Any] = {
+        "db": options.db,
+        "coll": options.coll,
+        "show_expanded_events": options.show_expanded_events,
+        "start_at_operation_time": options.start_at_operation_time,
+        "show_system_events": options.show_system_events,
+        "show_raw_update_description": options.show_raw_update_description,
+        "server_version": options.server_version,
+        "token_version": options.token_version,
+    }
+    from shardstream.resume_token import encode_token
+
+    if options.resume_after is not None:
+        arguments["resume_after"] = encode_token(options.resume_after).to_document()
+    if options.start_after is not None:
+        arguments["start_after"] = encode_token(options.start_after).to_document()
+    return arguments
+
+
+def _follow(stream: ChangeStream, limit: int | None, stats: bool, out: TextIO, err: TextIO) -> None:
+    count, window, window_start = 0, 0, time.monotonic()
+    while stream.alive and (limit is None or count < limit):
+        event = stream.try_next()
+        if event is not None:
+            out.write(event_to_json(event) + "\n")
+            out.flush()
+            count += 1
+            window += 1
+        now = time.monotonic()
+        if stats and now - window_start >= STATS_EVERY_S:
+            print(_stats_line(stream, window / (now - window_start), count), file=err)
+            window, window_start = 0, now
+
+
+def _stats_line(stream: ChangeStream, rate: float, total: int) -> str:
+    now = time.time()
+    lags = ", ".join(
+        f"{name} {'?' if ts is None else f'{max(0.0, now - ts.time):.1f}s'}"
+        for name, ts in stream.shard_positions().items()
+    )
+    return f"shardstream: {rate:,.0f} events/s, {total} events; lag per shard: {lags}"

@@ -1,0 +1,131 @@
+"""Sinks: what every shardstream commit to a Delta table carries, and reading it back.
+
+Each table commits a batch together with two markers, atomically in one Delta commit:
+
+* a Delta app transaction (``txn`` action) ``<app>:<table>`` at version = the Spark batch
+  id, so a batch Spark replays after a crash is recognised and skipped;
+* commit metadata ``shardstream.watermark`` = the ``_id`` token of the batch's last event,
+  so the table itself says how far the stream reached when the checkpoint is gone.
+
+The app id comes from the Spark checkpoint (its query id), so a new checkpoint is a new
+app: its batch ids start again at 0 and must not be compared with the old ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+from deltalake import CommitProperties, DeltaTable, Transaction
+
+from shardstream.errors import ResumeTokenError
+from shardstream.resume_token.keystring import ctype
+
+WATERMARK_KEY: Final = "shardstream.watermark"
+APP_KEY: Final = "shardstream.appId"
+BATCH_KEY: Final = "shardstream.batchId"
+
+# History is read backwards in pages; maintenance commits (optimize, vacuum) carry no
+# watermark, so the newest commit that has one may be a few versions back.
+_HISTORY_PAGE: Final = 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class BatchCommit:
+    """The markers one table commits with one batch.
+
+    Attributes:
+        app_id: the ingest's app id (from the checkpoint); the table adds its own suffix.
+        batch_id: the Spark micro-batch id.
+        watermark: the ``_id`` token of the last event of the batch.
+    """
+
+    app_id: str
+    batch_id: int
+    watermark: str
+
+    def properties(self, table: str, previous: str | None) -> CommitProperties:
+        """Commit properties: the table's app transaction plus the watermark metadata.
+
+        Args:
+            table: the table's name (suffix of its app id).
+            previous: the table's watermark before this batch.  A table's watermark never
+                goes back: after a lost checkpoint a new stream replays from the lower of
+                the two tables' watermarks, below the other table's.
+        """
+        return CommitProperties(
+            app_transactions=[Transaction(transaction_app_id(self.app_id, table), self.batch_id)],
+            custom_metadata={
+                WATERMARK_KEY: self.advanced(previous),
+                APP_KEY: self.app_id,
+                BATCH_KEY: str(self.batch_id),
+            },
+        )
+
+    def advanced(self, previous: str | None) -> str:
+        """The table's watermark after this batch."""
+        return self.watermark if previous is None else max(previous, self.watermark)
+
+
+def transaction_app_id(app_id: str, table: str) -> str:
+    """The Delta app id a table commits under, e.g. ``shardstream:<query id>:mirror``."""
+    return f"{app_id}:{table}"
+
+
+def open_table(path: str | Path) -> DeltaTable | None:
+    """The Delta table at ``path``, or None when there is none yet."""
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    return DeltaTable(str(path))
+
+
+def already_committed(table: DeltaTable | None, commit: BatchCommit, name: str) -> bool:
+    """Whether ``table`` already holds this batch (a replay after a crash)."""
+    if table is None:
+        return False
+    version = table.transaction_version(transaction_app_id(commit.app_id, name))
+    return version is not None and version >= commit.batch_id
+
+
+def committed_watermark(table: DeltaTable | None) -> str | None:
+    """The watermark of the newest commit that has one (None: no shardstream batch yet).
+
+    Complexity: O(commits since that one); usually the newest commit has it.
+    """
+    if table is None:
+        return None
+    newest = table.version()
+    seen = 0
+    while seen <= newest:
+        seen = min(seen + _HISTORY_PAGE, newest + 1)
+        for commit in table.history(seen):  # newest first
+            watermark = _metadata(commit, WATERMARK_KEY)
+            if watermark is not None:
+                return watermark
+    return None
+
+
+def _metadata(commit: dict[str, Any], key: str) -> str | None:
+    value = commit.get(key)
+    return value if isinstance(value, str) else None
+
+
+def watermark_cluster_time(watermark: str) -> Timestamp:
+    """The cluster time a watermark (a token's ``_data`` hex) starts with.
+
+    Read from the KeyString's leading Timestamp alone: decoding the whole token can need
+    its ``_typeBits`` (an Int64 or double in the documentKey), which the tables do not keep.
+
+    >>> watermark_cluster_time("826553F1000000000704")
+    Timestamp(1700000000, 7)
+    """
+    try:
+        if int(watermark[:2], 16) == ctype.TIMESTAMP and len(watermark) >= 18:
+            return Timestamp(int(watermark[2:10], 16), int(watermark[10:18], 16))
+    except ValueError:
+        pass
+    raise ResumeTokenError(
+        f"expected a resume token's _data hex starting with a cluster time, got {watermark!r:.80}"
+    )

@@ -1,0 +1,286 @@
+"""Sink logic: apply one batch of change events to the mirror's affected rows.
+
+Pure Python over plain row dicts (no Spark, no Delta), so it is unit-tested alone.
+:mod:`shardstream.spark.delta.mirror` loads the rows a batch can touch, runs
+:func:`apply_batch` over them and merges the result into the Delta table.
+
+Events are applied in token (``_id``) order, as a client applies a change stream:
+
+* ``insert`` / ``replace`` set the document (its text is kept as the event wrote it);
+* ``update`` applies the oplog's own ``$v:2`` diff (``_oplogUpdate``) to the stored
+  document with :func:`~shardstream.transform.update.apply_update.apply_update`, exactly as the
+  server did, so field order and BSON types survive (``updateDescription`` cannot replay
+  dotted or numeric field names);
+* ``delete`` removes the row; ``drop`` removes the collection's rows, ``dropDatabase``
+  the database's, and ``rename`` drops the target's rows and moves the source's;
+* every other event (create, createIndexes, invalidate, ...) leaves the rows alone.
+
+Rows are keyed by namespace and the document's ``_id`` (not the whole ``documentKey``):
+sharding or resharding a collection changes the shard-key part of ``documentKey`` but
+never ``_id``, which is unique per collection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from shardstream.errors import SinkError
+from shardstream.resume_token.token_json import loads
+from shardstream.transform.extended_json import event_to_json
+from shardstream.transform.update.apply_update import apply_update
+
+RowKey = tuple[str, str, str]
+"""(db, coll, the document's ``_id`` as canonical Extended JSON)."""
+
+Namespace = tuple[str, str]
+
+SET_OPERATIONS: Final = frozenset({"insert", "replace"})
+NAMESPACE_OPERATIONS: Final = frozenset({"drop", "rename", "dropDatabase"})
+
+
+@dataclasses.dataclass(slots=True)
+class MirrorRow:
+    """One document of the mirror, as stored or as a batch left it.
+
+    The document is kept as text or as decoded BSON values, whichever the last step
+    produced: inserts and replaces never need decoding, and a document updated
+    several times in a batch is decoded and encoded once.
+    """
+
+    db: str
+    coll: str
+    document_id: str
+    document_key: str
+    token: str
+    cluster_time: Mapping[str, int]
+    _text: str | None = None
+    _decoded: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> RowKey:
+        """The row's identity in the mirror."""
+        return (self.db, self.coll, self.document_id)
+
+    def document(self) -> dict[str, Any]:
+        """The document as BSON values (types kept: Int64, Decimal128, ...)."""
+        if self._decoded is None:
+            self._decoded = loads(self._text or "{}")
+        return self._decoded
+
+    def full_document(self) -> str:
+        """The document as canonical Extended JSON."""
+        if self._text is None:
+            self._text = event_to_json(self._decoded or {})
+        return self._text
+
+    def with_document(self, decoded: dict[str, Any]) -> None:
+        """Replace the document with decoded values (its text is rebuilt on demand)."""
+        self._decoded = decoded
+        self._text = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchNeeds:
+    """What must be read from the mirror before a batch can be applied.
+
+    Attributes:
+        keys: rows an update reads (their stored document is the diff's base).
+        namespaces: whole collections a drop or rename acts on.
+        databases: whole databases a dropDatabase acts on.
+    """
+
+    keys: frozenset[RowKey]
+    namespaces: frozenset[Namespace]
+    databases: frozenset[str]
+
+
+@dataclasses.dataclass(slots=True)
+class MirrorChanges:
+    """The outcome of a batch: the final row of every key it touched (None: gone).
+
+    ``unknown_updates`` counts updates of documents the mirror never held (only in
+    lenient mode; strict mode raises instead).
+    """
+
+    rows: dict[RowKey, MirrorRow | None]
+    unknown_updates: int = 0
+
+
+def document_id(document_key: str) -> str:
+    """The ``_id`` part of a ``documentKey`` (canonical Extended JSON), as a stable string.
+
+    >>> document_id('{"region": "eu", "_id": {"$numberInt": "7"}}')
+    '{"$numberInt":"7"}'
+    """
+    try:
+        value = json.loads(document_key)["_id"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SinkError(
+            f"expected documentKey as Extended JSON with an _id, got {document_key!r:.200}"
+        ) from exc
+    # The text is canonical Extended JSON, so equal _id values give equal strings.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def namespace_target(event: Mapping[str, Any]) -> Namespace:
+    """A rename's ``to`` namespace."""
+    text = event.get("to")
+    try:
+        target: Any = json.loads(text) if isinstance(text, str) else None
+        return (str(target["db"]), str(target["coll"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SinkError(
+            f"expected a rename event's 'to' as {{db, coll}} Extended JSON, got {text!r:.200}"
+        ) from exc
+
+
+def batch_needs(events: Sequence[Mapping[str, Any]]) -> BatchNeeds:
+    """The rows :func:`apply_batch` will read, for one query against the mirror."""
+    keys: set[RowKey] = set()
+    namespaces: set[Namespace] = set()
+    databases: set[str] = set()
+    for event in events:
+        _refuse_fragment(event)
+        operation = event["operationType"]
+        if operation == "update":
+            keys.add(_event_key(event))
+        elif operation in ("drop", "rename"):
+            namespaces.add(_namespace(event))
+            if operation == "rename":
+                namespaces.add(namespace_target(event))
+        elif operation == "dropDatabase":
+            databases.add(_database(event))
+    return BatchNeeds(frozenset(keys), frozenset(namespaces), frozenset(databases))
+
+
+def apply_batch(
+    events: Iterable[Mapping[str, Any]], stored: Iterable[MirrorRow], *, strict: bool = True
+) -> MirrorChanges:
+    """Apply events (in token order) to the stored rows they need; return what changed.
+
+    Args:
+        events: event rows (``rows.EVENT_SCHEMA`` column names), sorted by ``_id``.
+        stored: the mirror's rows named by :func:`batch_needs` (others may be included).
+        strict: an update of a document the mirror does not hold raises SinkError (the
+            stream started after the document was written, or has a gap); lenient mode
+            skips it and counts it in ``unknown_updates``.
+
+    Raises:
+        SinkError: a split-event fragment, a malformed row, or (strict) an unknown update.
+        TransformError: a diff the server would have rejected.
+    """
+    current: dict[RowKey, MirrorRow | None] = {row.key: row for row in stored}
+    touched: set[RowKey] = set()
+    applied_ddl: set[str] = set()
+    unknown = 0
+    for event in events:
+        _refuse_fragment(event)
+        operation = event["operationType"]
+        if operation in SET_OPERATIONS:
+            key = _event_key(event)
+            current[key] = _row_from_event(event, key, _required(event, "fullDocument"))
+            touched.add(key)
+        elif operation == "update":
+            key = _event_key(event)
+            base = current.get(key)
+            if base is None:
+                if strict:
+                    raise SinkError(
+                        f"expected the mirror to hold the document an update changes, got "
+                        f"none for {key!r} (event {event['_id']}): the stream began after it "
+                        "was inserted, or skipped events (shardstream ingest --lenient-mirror "
+                        "skips and counts such updates)"
+                    )
+                unknown += 1
+                continue
+            diff = loads(_required(event, "_oplogUpdate"))
+            updated = _row_from_event(event, key)
+            updated.with_document(apply_update(base.document(), diff))
+            current[key] = updated
+            touched.add(key)
+        elif operation == "delete":
+            key = _event_key(event)
+            current[key] = None
+            touched.add(key)
+        elif operation in NAMESPACE_OPERATIONS and event["_id"] not in applied_ddl:
+            # mongos passes on a DDL event once per shard that saw it, with identical tokens
+            # (merger.md); the first copy acts, and a second rename would drop what it moved.
+            applied_ddl.add(event["_id"])
+            touched |= _apply_namespace_event(event, current)
+    return MirrorChanges({key: current[key] for key in touched}, unknown)
+
+
+def _apply_namespace_event(
+    event: Mapping[str, Any], current: dict[RowKey, MirrorRow | None]
+) -> set[RowKey]:
+    operation = event["operationType"]
+    if operation == "dropDatabase":
+        database = _database(event)
+        gone = [key for key, row in current.items() if row is not None and key[0] == database]
+    else:
+        gone = _rows_of(current, _namespace(event))
+    moved: list[MirrorRow] = []
+    if operation == "rename":
+        target = namespace_target(event)
+        moved = [row for key in gone if (row := current[key]) is not None]
+        gone += _rows_of(current, target)
+        for row in moved:
+            row.db, row.coll = target
+            row.token, row.cluster_time = event["_id"], event["clusterTime"]
+    for key in gone:
+        current[key] = None
+    for row in moved:
+        current[row.key] = row
+    return set(gone) | {row.key for row in moved}
+
+
+def _rows_of(current: Mapping[RowKey, MirrorRow | None], namespace: Namespace) -> list[RowKey]:
+    return [key for key, row in current.items() if row is not None and key[:2] == namespace]
+
+
+def _row_from_event(event: Mapping[str, Any], key: RowKey, text: str | None = None) -> MirrorRow:
+    return MirrorRow(
+        db=key[0],
+        coll=key[1],
+        document_id=key[2],
+        document_key=_required(event, "documentKey"),
+        token=event["_id"],
+        cluster_time=event["clusterTime"],
+        _text=text,
+    )
+
+
+def _event_key(event: Mapping[str, Any]) -> RowKey:
+    db, coll = _namespace(event)
+    return (db, coll, document_id(_required(event, "documentKey")))
+
+
+def _namespace(event: Mapping[str, Any]) -> Namespace:
+    return (_database(event), _required(event, "coll"))
+
+
+def _database(event: Mapping[str, Any]) -> str:
+    return _required(event, "db")
+
+
+def _required(event: Mapping[str, Any], column: str) -> str:
+    value = event.get(column)
+    if not isinstance(value, str):
+        raise SinkError(
+            f"expected column {column!r} to be a string in a {event.get('operationType')!r} "
+            f"event ({event.get('_id')}), got {value!r:.100}"
+        )
+    return value
+
+
+def _refuse_fragment(event: Mapping[str, Any]) -> None:
+    if event.get("_fragment") is not None:
+        # A fragment carries only part of the event ($changeStreamSplitLargeEvent); the
+        # mirror would need the reassembled event, which the stream never delivers whole.
+        raise SinkError(
+            f"expected whole events, got a fragment of a split {event['_fragment']!r} event "
+            f"({event.get('_id')}): ingest without $changeStreamSplitLargeEvent"
+        )

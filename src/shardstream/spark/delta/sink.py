@@ -1,0 +1,134 @@
+"""Sink: one micro-batch into both lakehouse tables, exactly once.
+
+``<root>/changelog`` (every event) and ``<root>/mirror`` (current documents) are written
+by one :class:`LakehouseSink`, the body of the ingest's ``foreachBatch``.  Exactly once
+rests on three facts:
+
+1. each table commits a batch's rows and its markers (app transaction
+   ``<app>:<table>`` = batch id, watermark = last event token) in one atomic Delta commit;
+2. a batch Spark replays after a crash has the same id and the same events, so a table
+   whose app transaction already reached that id skips it (:meth:`BatchCommit` markers);
+3. every table drops events at or below its own watermark, so when the checkpoint is
+   lost, the stream restarts after the lower of the two watermarks
+   (:func:`resume_watermark`) and the table that was ahead skips what it holds.
+
+The change log is committed first, then the mirror; a crash between the two leaves the
+mirror behind, which the replay (or the lower watermark) catches up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import signal
+from pathlib import Path
+
+import pyarrow as pa
+
+from shardstream.errors import SinkError
+from shardstream.spark.delta.changelog import DeltaChangelog
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.mirror import DeltaMirror, MirrorWrite
+from shardstream.spark.source.rows import EVENT_SCHEMA
+
+
+class CrashPoint(enum.Enum):
+    """Where a test makes the ingest SIGKILL itself inside a batch's write."""
+
+    IN_BATCH = "in-batch"  # batch read and applied in memory, nothing committed
+    BETWEEN_COMMITS = "between-commits"  # change log committed, mirror not
+    AFTER_COMMITS = "after-commits"  # both committed, Spark's commit log not
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What one batch did.
+
+    Attributes:
+        batch_id: Spark's batch id.
+        events: events in the batch.
+        watermark: the last event's token (None: empty batch, nothing written).
+        changelog_rows: rows appended (None: the table already had the batch).
+        mirror: what the mirror did (None: the table already had the batch).
+    """
+
+    batch_id: int
+    events: int
+    watermark: str | None
+    changelog_rows: int | None
+    mirror: MirrorWrite | None
+
+
+class LakehouseSink:
+    """Writes micro-batches of event rows into ``<root>/changelog`` and ``<root>/mirror``.
+
+    Args:
+        root: the lakehouse table root (``--table PATH``).
+        app_id: the ingest's app id, derived from its checkpoint.
+        strict: the mirror refuses updates of documents it does not hold.
+        crash_at_for_test: (point, batch id): SIGKILL this process there (kill tests).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        app_id: str,
+        *,
+        strict: bool = True,
+        crash_at_for_test: tuple[CrashPoint, int] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.app_id = app_id
+        self.changelog = DeltaChangelog(self.root)
+        self.mirror = DeltaMirror(self.root, strict=strict)
+        self._crash_at = crash_at_for_test
+
+    def write_batch(self, events: pa.Table, batch_id: int) -> BatchOutcome:
+        """Write one batch (any row order; ``EVENT_SCHEMA`` columns) into both tables."""
+        _check_columns(events)
+        if not events.num_rows:
+            return BatchOutcome(batch_id, 0, None, 0, None)
+        # Per-shard partitions arrive shard by shard; the tables want token order.
+        ordered = events.sort_by("_id")
+        watermark = ordered["_id"][-1].as_py()
+        commit = BatchCommit(app_id=self.app_id, batch_id=batch_id, watermark=watermark)
+        write_changelog = not self.changelog.committed(commit)
+        prepared = None if self.mirror.committed(commit) else self.mirror.prepare(ordered)
+        self._maybe_crash(CrashPoint.IN_BATCH, batch_id)
+        appended = self.changelog.append(ordered, commit) if write_changelog else None
+        self._maybe_crash(CrashPoint.BETWEEN_COMMITS, batch_id)
+        mirrored = self.mirror.write(prepared, commit) if prepared is not None else None
+        self._maybe_crash(CrashPoint.AFTER_COMMITS, batch_id)
+        return BatchOutcome(batch_id, ordered.num_rows, watermark, appended, mirrored)
+
+    def _maybe_crash(self, point: CrashPoint, batch_id: int) -> None:
+        if self._crash_at == (point, batch_id):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def resume_watermark(root: str | Path) -> str | None:
+    """Where a stream must restart when its checkpoint is lost: the lower table watermark.
+
+    None when neither table has a batch yet (the stream starts where the user said).  When
+    the change log committed a batch the mirror never did (a crash between the two
+    commits), the mirror needs everything since the stream began, and "where the user
+    said" may be "now" on a live cluster: the restart point is then the change log's
+    first event, which it holds since the stream's start.
+    """
+    changelog = DeltaChangelog(root)
+    mirror_mark = DeltaMirror(root).watermark
+    if changelog.watermark is None:
+        return None  # the change log commits first: an empty one means nothing was written
+    if mirror_mark is None:
+        return changelog.first_event()
+    return min(changelog.watermark, mirror_mark)
+
+
+def _check_columns(events: pa.Table) -> None:
+    missing = [name for name in EVENT_SCHEMA.names if name not in events.column_names]
+    if missing:
+        raise SinkError(
+            f"expected batches with the shardstream event columns {EVENT_SCHEMA.names}, "
+            f"got {events.column_names} (missing {missing})"
+        )

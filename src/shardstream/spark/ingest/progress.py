@@ -1,0 +1,126 @@
+"""Ingest: the progress line on stderr (events, events/s, watermark lag).
+
+On a terminal one line is redrawn in place after every batch; otherwise (logs, CI) a
+line is written at most every few seconds, and always at the end.  The watermark lag is
+wall-clock time minus the cluster time of the last event committed: how far the lakehouse
+is behind the cluster (for oplog files and simulated runs, the age of the data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable
+from typing import Final, TextIO
+
+from shardstream.spark.delta.commits import watermark_cluster_time
+from shardstream.spark.delta.sink import BatchOutcome
+
+_LOG_INTERVAL_SECS: Final = 5.0
+
+
+@dataclasses.dataclass(slots=True)
+class IngestTotals:
+    """What an ingest has done so far.
+
+    Attributes:
+        batches: micro-batches seen (replayed ones included).
+        events: events in them.
+        changelog_rows: rows appended to the change log.
+        mirror_upserts / mirror_deletes: mirror rows written / deleted.
+        unknown_updates: updates of documents the mirror never held (lenient mode).
+        watermark: the last event's token (None: no event yet).
+    """
+
+    batches: int = 0
+    events: int = 0
+    changelog_rows: int = 0
+    mirror_upserts: int = 0
+    mirror_deletes: int = 0
+    unknown_updates: int = 0
+    watermark: str | None = None
+
+    def add(self, outcome: BatchOutcome) -> None:
+        """Count one batch."""
+        self.batches += 1
+        self.events += outcome.events
+        self.changelog_rows += outcome.changelog_rows or 0
+        if outcome.mirror is not None:
+            self.mirror_upserts += outcome.mirror.rows_written
+            self.mirror_deletes += outcome.mirror.rows_deleted
+            self.unknown_updates += outcome.mirror.unknown_updates
+        if outcome.watermark is not None:
+            self.watermark = outcome.watermark
+
+
+class IngestProgress:
+    """Reports an ingest's totals on ``out`` (stderr)."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        interactive: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out
+        self.totals = IngestTotals()
+        self._interactive = out.isatty() if interactive is None else interactive
+        self._clock = clock
+        self._started = clock()
+        self._last_logged = self._started
+
+    def batch(self, outcome: BatchOutcome) -> None:
+        """Count a batch and redraw (or, not on a terminal, log now and then)."""
+        self.totals.add(outcome)
+        now = self._clock()
+        if self._interactive:
+            self.out.write("\r\x1b[2K" + self.line(now))
+            self.out.flush()
+        elif now - self._last_logged >= _LOG_INTERVAL_SECS:
+            self._last_logged = now
+            self.out.write(self.line(now) + "\n")
+            self.out.flush()
+
+    def finish(self) -> None:
+        """Write the final line."""
+        ending = "\r\x1b[2K" if self._interactive else ""
+        self.out.write(ending + self.line(self._clock()) + "\n")
+        self.out.flush()
+
+    def line(self, now: float) -> str:
+        """The progress line as of ``now`` (the clock's time)."""
+        totals = self.totals
+        elapsed = max(now - self._started, 1e-9)
+        parts = [
+            f"{totals.events:,} events",
+            f"{totals.events / elapsed:,.0f} events/s",
+            f"{totals.batches} batches",
+        ]
+        if totals.watermark is not None:
+            parts.append(watermark_lag(totals.watermark))
+        return "ingest: " + ", ".join(parts)
+
+
+def watermark_lag(watermark: str, now: datetime.datetime | None = None) -> str:
+    """``watermark <cluster time> (lag <duration>)`` for a token's ``_data`` hex."""
+    seconds = watermark_cluster_time(watermark).time
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    lag = ((now or datetime.datetime.now(datetime.UTC)) - moment).total_seconds()
+    return f"watermark {moment:%Y-%m-%dT%H:%M:%SZ} (lag {_duration(lag)})"
+
+
+def _duration(seconds: float) -> str:
+    """A short human duration: ``42s``, ``3m 5s``, ``2h 4m``, ``9d 3h``."""
+    whole = max(int(seconds), 0)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"

@@ -1,0 +1,190 @@
+"""Ingest: the ``shardstream`` source into the lakehouse tables, one query.
+
+``spark.readStream.format("shardstream")`` → ``foreachBatch`` → :class:`LakehouseSink`
+(``<table>/changelog`` and ``<table>/mirror``), checkpointed in ``<table>/_checkpoint``
+unless told otherwise.  Bounded inputs (oplog files, a simulated cluster) run with
+``availableNow`` and end; a live cluster runs until interrupted.
+
+Restart rules:
+
+* checkpoint present: Spark resumes from its offsets and replays an unfinished batch with
+  the same id; the tables skip what they already committed;
+* checkpoint absent (new, or lost) but the tables hold batches: the stream starts at the
+  cluster time of the lower of the two tables' watermarks, and each table drops the events
+  at or below its own watermark, so nothing is lost or written twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from shardstream.errors import ConfigurationError
+from shardstream.spark.delta.commits import watermark_cluster_time
+from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
+from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
+
+CHECKPOINT_DIR: Final = "_checkpoint"
+APP_PREFIX: Final = "shardstream"
+# Source options the table's own watermark replaces when the checkpoint is gone.
+_START_OPTIONS: Final = ("startatoperationtime", "resumeafter", "startafter")
+# The mirror needs canonical Extended JSON: relaxed JSON loses BSON types.
+_FIXED_OPTIONS: Final = {"jsonFormat": "canonical"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class IngestSettings:
+    """One ingest run.
+
+    Attributes:
+        table: the lakehouse root (``changelog`` and ``mirror`` tables live under it).
+        source_options: options of the ``shardstream`` data source (uri / oplog /
+            simulate, scope, start, maxEventsPerTrigger, partitionMode ...).
+        bounded: the input ends by itself (files, simulated): run ``availableNow``.
+        checkpoint: Spark's checkpoint directory (default ``<table>/_checkpoint``).
+        trigger_interval: a live run's micro-batch interval.
+        strict: the mirror refuses updates of documents it never held.
+        crash_at_for_test: SIGKILL the process at this point of this batch (kill tests).
+    """
+
+    table: Path
+    source_options: Mapping[str, str]
+    bounded: bool
+    checkpoint: Path | None = None
+    trigger_interval: str = "1 second"
+    strict: bool = True
+    crash_at_for_test: tuple[CrashPoint, int] | None = None
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """Where Spark keeps the query's offsets and commits."""
+        return self.checkpoint or self.table / CHECKPOINT_DIR
+
+
+def stream_source_options(settings: IngestSettings) -> tuple[dict[str, str], str | None]:
+    """The source options to start with, and the table watermark they restart from.
+
+    When the checkpoint holds no offsets but the tables hold batches, the user's start
+    option is replaced by the cluster time of the lower table watermark: at that time,
+    events up to the watermark come again and each table drops what it holds.
+    """
+    options = {**settings.source_options, **_FIXED_OPTIONS}
+    if _has_offsets(settings.checkpoint_path):
+        return options, None
+    watermark = resume_watermark(settings.table)
+    if watermark is None:
+        return options, None
+    time = watermark_cluster_time(watermark)
+    options = {k: v for k, v in options.items() if k.lower() not in _START_OPTIONS}
+    options["startAtOperationTime"] = f"{time.time},{time.inc}"
+    return options, watermark
+
+
+def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -> IngestTotals:
+    """Run the ingest query to its end (bounded) or until interrupted (live).
+
+    Args:
+        spark: a SparkSession.
+        settings: what to read and where to write.
+        progress: receives every batch's outcome.
+
+    Returns:
+        The totals of this run (replayed batches included).
+
+    Raises:
+        ShardstreamError: a batch the sink refused, as the sink raised it.
+        Exception: Spark's own error (e.g. StreamingQueryException) for a failure in the
+            source; its message quotes the Python error (see the CLI's summary of it).
+    """
+    from shardstream.spark import register
+
+    register(spark)
+    options, restart = stream_source_options(settings)
+    if restart is not None:
+        # A checkpoint without offsets holds no progress, but its metadata would give the
+        # new query the old query id, hence the old app id, whose batch ids the tables hold
+        # already: batches 0, 1, ... would be skipped as replays. A new id is a new app.
+        (settings.checkpoint_path / "metadata").unlink(missing_ok=True)
+        progress.out.write(
+            f"ingest: no checkpoint offsets in {settings.checkpoint_path}; restarting after "
+            f"the tables' lower watermark {restart}\n"
+        )
+    batches = _BatchWriter(settings, progress)
+    events = spark.readStream.format("shardstream").options(**options).load()
+    writer = events.writeStream.foreachBatch(batches).option(
+        "checkpointLocation", str(settings.checkpoint_path)
+    )
+    if settings.bounded:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=settings.trigger_interval)
+    query = writer.start()
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    except Exception:
+        batches.raise_failure()
+        raise
+    finally:
+        progress.finish()
+    batches.raise_failure()
+    return progress.totals
+
+
+class _BatchWriter:
+    """The ``foreachBatch`` function: Spark DataFrame → Arrow → :class:`LakehouseSink`.
+
+    The sink is built at the first batch, when the checkpoint's query id (the app id)
+    exists.  A sink error is kept so the caller re-raises it as itself rather than as
+    Spark's wrapped StreamingQueryException.
+    """
+
+    def __init__(self, settings: IngestSettings, progress: IngestProgress) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.sink: LakehouseSink | None = None
+        self.failure: BaseException | None = None
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        try:
+            if self.sink is None:
+                self.sink = LakehouseSink(
+                    self.settings.table,
+                    checkpoint_app_id(self.settings.checkpoint_path),
+                    strict=self.settings.strict,
+                    crash_at_for_test=self.settings.crash_at_for_test,
+                )
+            outcome: BatchOutcome = self.sink.write_batch(frame.toArrow(), batch_id)
+        except Exception as exc:
+            self.failure = exc
+            raise
+        self.progress.batch(outcome)
+
+    def raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+
+def checkpoint_app_id(checkpoint: Path) -> str:
+    """``shardstream:<query id>`` from a started query's checkpoint metadata.
+
+    A deleted or new checkpoint gets a new query id, hence a new app: its batch ids
+    restart at 0 and must never be compared with the old app's.
+    """
+    metadata = checkpoint / "metadata"
+    try:
+        query_id = json.loads(metadata.read_text())["id"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(
+            f"expected Spark checkpoint metadata with a query id at {metadata}, got none ({exc})"
+        ) from exc
+    return f"{APP_PREFIX}:{query_id}"
+
+
+def _has_offsets(checkpoint: Path) -> bool:
+    offsets = checkpoint / "offsets"
+    return offsets.is_dir() and any(offsets.iterdir())

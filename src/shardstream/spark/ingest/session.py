@@ -1,0 +1,89 @@
+"""Ingest: the SparkSession ``shardstream ingest`` starts (local by default).
+
+Quiet (log4j at ERROR, no console progress bars, no UI: the ingest draws its own
+progress line), UTC everywhere, the workers on this interpreter (they must import
+shardstream and pyarrow), and few shuffle partitions: a micro-batch is small.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+_LOG4J: Final = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+@contextlib.contextmanager
+def spark_session(master: str, *, app_name: str = "shardstream-ingest") -> Iterator[Any]:
+    """A SparkSession for an ingest: the active one if there is one, else a new one.
+
+    Only a session started here is stopped on exit (a caller's own session, e.g. a test
+    suite's, stays up).
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    session = build_session(master, app_name=app_name)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def build_session(master: str, *, app_name: str = "shardstream-ingest") -> Any:
+    """Start a SparkSession for an ingest (or get the running one, as ``getOrCreate``).
+
+    Args:
+        master: Spark's master URL, e.g. ``local[2]`` or ``local[*]``.
+        app_name: the Spark application name.
+    """
+    from pyspark.sql import SparkSession
+
+    # pyspark's launcher and its Python data-source workers read these from the
+    # environment (the spark.pyspark.python setting does not reach the data-source
+    # planner): without them the workers run `python3` from PATH, which need not have
+    # shardstream or pyarrow.  A caller's own values win.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    config_dir = Path(tempfile.mkdtemp(prefix="shardstream-spark-"))
+    log4j = config_dir / "log4j2.properties"
+    log4j.write_text(_LOG4J)
+    cores = _cores(master)
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.default.parallelism", str(cores))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _cores(master: str) -> int:
+    """The task slots a ``local[N]`` master gives (2 for anything else)."""
+    inside = master.partition("[")[2].partition("]")[0].partition(",")[0]
+    return int(inside) if inside.isdigit() else 2

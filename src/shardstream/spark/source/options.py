@@ -1,0 +1,346 @@
+"""The ``shardstream`` data source's options, parsed once into a picklable spec.
+
+Spark hands a data source its options as a case-insensitive mapping of strings.  They are
+checked here, before any query starts, so a typo fails with the expected form and what was
+given, never halfway through a batch.  The spec travels (pickled) to the driver's source
+runner and to every executor, so it holds plain values only: no clients, no open files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ConfigurationError, ResumeTokenError
+from shardstream.match.evaluator import compile_pipeline
+from shardstream.oplog.file_reader import InputFormat
+from shardstream.oplog.redaction import redact_uri
+from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
+from shardstream.resume_token.token_json import loads
+from shardstream.sim import SimulationConfig
+from shardstream.spark.source.offsets import token_of_text
+from shardstream.transform import ChangeStreamOptions
+
+DEFAULT_SIMULATED_SHARDS: Final = 3
+DEFAULT_SIMULATED_ENTRIES: Final = 1000
+DEFAULT_SIMULATED_SEED: Final = 7
+DEFAULT_EVENTS_PER_PARTITION: Final = 100_000
+
+
+class SourceKind(Enum):
+    """Where the shards' oplogs come from."""
+
+    LIVE = "uri"
+    OPLOG = "oplog"
+    SIMULATE = "simulate"
+
+
+class PartitionMode(Enum):
+    """How a batch is split into Spark tasks."""
+
+    MERGED = "merged"
+    PER_SHARD = "pershard"
+
+
+# Every option the source accepts, as documented (Spark matches option keys case-insensitively).
+OPTION_NAMES: Final = (
+    "uri",
+    "oplog",
+    "inputFormat",
+    "simulate",
+    "shards",
+    "entries",
+    "seed",
+    "db",
+    "coll",
+    "showExpandedEvents",
+    "startAtOperationTime",
+    "resumeAfter",
+    "startAfter",
+    "endAtOperationTime",
+    "fullDocument",
+    "fullDocumentBeforeChange",
+    "pipeline",
+    "serverVersion",
+    "tokenVersion",
+    "maxEventsPerTrigger",
+    "jsonFormat",
+    "partitionMode",
+    "eventsPerPartition",
+)
+_KNOWN: Final = frozenset(name.lower() for name in OPTION_NAMES)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SourceSpec:
+    """Everything a reader needs, parsed and validated.
+
+    Attributes:
+        kind: live cluster, oplog files or simulated cluster.
+        uri: the mongos URI (live only; never printed: see :attr:`display`).
+        oplog_paths: (shard name, path) per shard (oplog files only).
+        input_format: bson or ejson (None: by file extension).
+        simulation: the simulated cluster's configuration (simulate only).
+        stream: the change-stream options: scope, start point and watch flags.
+        pipeline: the user's ``$match`` stages (already checked to compile).
+        end_at: events at or after this cluster time are not read (exclusive bound).
+        max_events_per_trigger: the default read limit; None: all available.
+        relaxed_json: documents as relaxed Extended JSON rather than canonical.
+        partition_mode: merged (one task) or per shard.
+        events_per_partition: per-shard mode: a shard's range is split every this many events.
+    """
+
+    kind: SourceKind
+    uri: str | None = dataclasses.field(default=None, repr=False)
+    oplog_paths: tuple[tuple[str, str], ...] = ()
+    input_format: InputFormat | None = None
+    simulation: SimulationConfig | None = None
+    stream: ChangeStreamOptions = dataclasses.field(default_factory=ChangeStreamOptions)
+    pipeline: tuple[Mapping[str, Any], ...] = ()
+    end_at: Timestamp | None = None
+    max_events_per_trigger: int | None = None
+    relaxed_json: bool = False
+    partition_mode: PartitionMode = PartitionMode.MERGED
+    events_per_partition: int = DEFAULT_EVENTS_PER_PARTITION
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the input ends by itself (files, a simulated run) rather than growing."""
+        return self.kind is not SourceKind.LIVE
+
+    @property
+    def display(self) -> str:
+        """What the source reads, for messages (credentials redacted)."""
+        if self.kind is SourceKind.LIVE:
+            return f"cluster {redact_uri(self.uri or '')}"
+        if self.kind is SourceKind.OPLOG:
+            return "oplog files " + ",".join(f"{name}={path}" for name, path in self.oplog_paths)
+        config = self.simulation
+        assert config is not None  # parse_options sets it for a simulated cluster
+        return (
+            f"simulated cluster (shards={config.shards}, entries={config.operations}, "
+            f"seed={config.seed})"
+        )
+
+
+def parse_options(options: Mapping[str, str]) -> SourceSpec:
+    """Parse the data source's options.
+
+    Raises:
+        ConfigurationError: an unknown option, a missing or conflicting input, or a
+            value of the wrong form (the message names the expected form and the value).
+        ResumeTokenError: a malformed ``resumeAfter`` / ``startAfter`` token.
+    """
+    given = {str(key).lower(): str(value) for key, value in options.items()}
+    unknown = sorted(set(given) - _KNOWN)
+    if unknown:
+        raise ConfigurationError(
+            f"expected shardstream options among {list(OPTION_NAMES)}, got unknown {unknown}"
+        )
+    inputs = [kind for kind in SourceKind if kind.value in given]
+    if len(inputs) != 1:
+        raise ConfigurationError(
+            "expected exactly one of the options uri, oplog, simulate; got "
+            f"{[kind.value for kind in inputs] or 'none'}"
+        )
+    kind = inputs[0]
+    stream = _stream_options(given)
+    if stream.wants_images and kind is not SourceKind.LIVE:
+        raise ConfigurationError(
+            "expected fullDocument / fullDocumentBeforeChange only with uri (they read documents "
+            f"from a live cluster), got them with {kind.value}"
+        )
+    mode_text = given.get("partitionmode", "merged").lower()
+    modes = {mode.value: mode for mode in PartitionMode}
+    if mode_text not in modes:
+        raise ConfigurationError(f"expected partitionMode merged or perShard, got {mode_text!r}")
+    mode = modes[mode_text]
+    if mode is PartitionMode.PER_SHARD and stream.wants_images:
+        raise ConfigurationError(
+            "partitionMode perShard cannot honour fullDocument / fullDocumentBeforeChange "
+            "(lookups are read at read time, so shard tasks would not agree); use merged"
+        )
+    json_format = given.get("jsonformat", "canonical").lower()
+    if json_format not in ("canonical", "relaxed"):
+        raise ConfigurationError(f"expected jsonFormat canonical or relaxed, got {json_format!r}")
+    pipeline = _pipeline(given.get("pipeline"))
+    return SourceSpec(
+        kind=kind,
+        uri=_uri(given) if kind is SourceKind.LIVE else None,
+        oplog_paths=_oplog_paths(given["oplog"]) if kind is SourceKind.OPLOG else (),
+        input_format=_input_format(given.get("inputformat")),
+        simulation=_simulation(given) if kind is SourceKind.SIMULATE else None,
+        stream=stream,
+        pipeline=pipeline,
+        end_at=_timestamp("endAtOperationTime", given.get("endatoperationtime")),
+        max_events_per_trigger=_positive("maxEventsPerTrigger", given.get("maxeventspertrigger")),
+        relaxed_json=json_format == "relaxed",
+        partition_mode=mode,
+        events_per_partition=_positive("eventsPerPartition", given.get("eventsperpartition"))
+        or DEFAULT_EVENTS_PER_PARTITION,
+    )
+
+
+def _stream_options(given: Mapping[str, str]) -> ChangeStreamOptions:
+    server_version = given.get("serverversion", "8.2")
+    major, sep, minor = server_version.partition(".")
+    if not sep or not major.isdigit() or not minor.isdigit():
+        raise ConfigurationError(
+            f"expected serverVersion as X.Y (e.g. 7.0), got {server_version!r}"
+        )
+    token_version = given.get("tokenversion")
+    if token_version is not None and token_version not in ("1", "2"):
+        raise ConfigurationError(f"expected tokenVersion 1 or 2, got {token_version!r}")
+    return ChangeStreamOptions(
+        db=given.get("db"),
+        coll=given.get("coll"),
+        show_expanded_events=_flag("showExpandedEvents", given.get("showexpandedevents")),
+        full_document=given.get("fulldocument", "default"),
+        full_document_before_change=given.get("fulldocumentbeforechange", "off"),
+        start_at_operation_time=_timestamp(
+            "startAtOperationTime", given.get("startatoperationtime")
+        ),
+        resume_after=_token("resumeAfter", given.get("resumeafter")),
+        start_after=_token("startAfter", given.get("startafter")),
+        server_version=(int(major), int(minor)),
+        token_version=int(token_version) if token_version is not None else None,
+    )
+
+
+def _uri(given: Mapping[str, str]) -> str:
+    uri = given["uri"]
+    if not uri.lower().startswith(("mongodb://", "mongodb+srv://")):
+        # Only the scheme is shown: redaction knows MongoDB URIs, not what else was typed.
+        scheme = uri.partition("://")[0] if "://" in uri else "no scheme"
+        raise ConfigurationError(
+            f"expected uri to be a mongos URI (mongodb:// or mongodb+srv://), got {scheme!r:.20}"
+        )
+    return uri
+
+
+def _oplog_paths(text: str) -> tuple[tuple[str, str], ...]:
+    paths: list[tuple[str, str]] = []
+    for item in text.split(","):
+        name, sep, path = item.strip().partition("=")
+        if not sep or not name or not path:
+            raise ConfigurationError(f"expected oplog as NAME=PATH[,NAME=PATH...], got {text!r}")
+        paths.append((name, path))
+    names = [name for name, _ in paths]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"expected distinct shard names in oplog, got {names}")
+    return tuple(paths)
+
+
+def _input_format(text: str | None) -> InputFormat | None:
+    if text is None:
+        return None
+    try:
+        return InputFormat(text.lower())
+    except ValueError:
+        raise ConfigurationError(f"expected inputFormat bson or ejson, got {text!r}") from None
+
+
+def _simulation(given: Mapping[str, str]) -> SimulationConfig:
+    if not _flag("simulate", given["simulate"]):
+        raise ConfigurationError("expected simulate=true (or one of uri, oplog), got false")
+    return SimulationConfig(
+        shards=_positive("shards", given.get("shards")) or DEFAULT_SIMULATED_SHARDS,
+        operations=_positive("entries", given.get("entries")) or DEFAULT_SIMULATED_ENTRIES,
+        seed=_integer("seed", given.get("seed"), DEFAULT_SIMULATED_SEED),
+    )
+
+
+def _pipeline(text: str | None) -> tuple[Mapping[str, Any], ...]:
+    if text is None:
+        return ()
+    try:
+        stages = loads(text)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(
+            f"expected pipeline as an Extended JSON array of $match stages, got {text!r:.120}"
+        ) from exc
+    compile_pipeline(stages)  # raises ConfigurationError for what the matcher cannot do
+    return tuple(stages)
+
+
+def _flag(name: str, text: str | None) -> bool:
+    if text is None:
+        return False
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigurationError(f"expected {name} true or false, got {text!r}")
+    return value == "true"
+
+
+def _integer(name: str, text: str | None, default: int) -> int:
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigurationError(f"expected {name} to be an integer, got {text!r}") from None
+
+
+def _positive(name: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    value = _integer(name, text, 0)
+    if value < 1:
+        raise ConfigurationError(f"expected {name} to be an integer >= 1, got {text!r}")
+    return value
+
+
+def _timestamp(name: str, text: str | None) -> Timestamp | None:
+    """``T,I`` (seconds, increment) or an Extended JSON ``{"$timestamp": ...}``."""
+    if text is None:
+        return None
+    if text.lstrip().startswith("{"):
+        try:
+            value = loads(text)
+        except (ValueError, TypeError):
+            value = None
+        if isinstance(value, Timestamp):
+            return value
+    else:
+        seconds, sep, increment = text.partition(",")
+        try:
+            if sep:
+                return Timestamp(int(seconds), int(increment))
+        except (ValueError, TypeError, OverflowError):
+            pass
+    raise ConfigurationError(
+        f'expected {name} as T,I (seconds,increment) or {{"$timestamp": ...}}, got {text!r}'
+    )
+
+
+def _token(name: str, text: str | None) -> ResumeTokenData | None:
+    """A token document in Extended JSON, bare ``_data`` hex, or an offset's token text.
+
+    An offset's text (``_data`` hex, then ``:`` and the ``_typeBits`` hex when there are
+    any) lets a sink that stored a batch's watermark start a new query just after it.
+    """
+    if text is None:
+        return None
+    if text.lstrip().startswith("{"):
+        try:
+            document = loads(text)
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+            raise ResumeTokenError(
+                f"expected {name} as a token document in Extended JSON or _data hex, "
+                f"got {text!r:.120}"
+            ) from exc
+        return decode_token_document(document)
+    try:
+        return decode_token(token_of_text(text.strip()))
+    except ValueError as exc:  # the type bits after ':' are not hex
+        if isinstance(exc, ResumeTokenError):
+            raise
+        raise ResumeTokenError(
+            f"expected {name} as _data hex, optionally followed by ':' and the _typeBits "
+            f"hex, got {text!r:.120}"
+        ) from exc

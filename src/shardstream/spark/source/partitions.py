@@ -1,0 +1,88 @@
+"""A planned batch as Spark tasks, and what each task yields (Arrow batches).
+
+Partitions are pickled from the driver to the executors, so they carry plain values
+only: the offsets (merged mode) or one shard's token range (per-shard mode).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Final
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from shardstream.spark.source.offsets import StreamOffset
+from shardstream.spark.source.options import PartitionMode, SourceSpec
+from shardstream.spark.source.range_reader import read_merged_range, read_shard_range
+from shardstream.spark.source.rows import events_to_batch
+from shardstream.transform import ChangeEvent
+
+ROWS_PER_ARROW_BATCH: Final = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedRange(InputPartition):
+    """One task reading the whole batch through the real merge: events in ``(start, end]``."""
+
+    start: StreamOffset
+    end: StreamOffset
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRange(InputPartition):
+    """One task reading one shard's events in ``(after, last]`` (tokens; "" = the start)."""
+
+    shard: str
+    after: str
+    last: str
+
+
+def plan_partitions(
+    spec: SourceSpec,
+    start: StreamOffset,
+    end: StreamOffset,
+    splits: Mapping[str, Iterable[str]],
+) -> list[InputPartition]:
+    """The tasks of the batch ``(start, end]``: none when it holds no event.
+
+    Args:
+        spec: the source (its partition mode).
+        start / end: the batch's offsets.
+        splits: per-shard mode: per shard, tokens after which a new task starts.
+    """
+    advanced = end.shards_advanced_from(start)
+    if not advanced:
+        return []
+    if spec.partition_mode is PartitionMode.MERGED:
+        return [MergedRange(start, end)]
+    partitions: list[InputPartition] = []
+    for shard in sorted(advanced):
+        bounds = [start.watermark, *splits.get(shard, ()), advanced[shard]]
+        for after, last in itertools.pairwise(bounds):
+            partitions.append(ShardRange(shard, after, last))
+    return partitions
+
+
+def read_partition(spec: SourceSpec, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Read one task's events as Arrow record batches of the event schema."""
+    if isinstance(partition, MergedRange):
+        events = read_merged_range(spec, partition.start, partition.end)
+    elif isinstance(partition, ShardRange):
+        events = read_shard_range(spec, partition.shard, partition.after, partition.last)
+    else:
+        return  # Spark's placeholder for a batch read with no partitions
+    yield from _arrow_batches(events, relaxed=spec.relaxed_json)
+
+
+def _arrow_batches(events: Iterable[ChangeEvent], *, relaxed: bool) -> Iterator[pa.RecordBatch]:
+    chunk: list[ChangeEvent] = []
+    for event in events:
+        chunk.append(event)
+        if len(chunk) >= ROWS_PER_ARROW_BATCH:
+            yield events_to_batch(chunk, relaxed=relaxed)
+            chunk = []
+    if chunk:
+        yield events_to_batch(chunk, relaxed=relaxed)

@@ -1,0 +1,76 @@
+"""A file or simulated oplog positioned at the stream's start, as a tailer is.
+
+A live tailer's cursor starts at the stream's start time (``ts >= start``); oplog files
+and simulated runs hand out everything from their first entry, so every task of a long
+backfill would otherwise push the whole prefix through the shard pipeline just to drop
+it.  Entries before the start are skipped here instead, as the server's scan skips them;
+a transaction whose earlier entries lie before the start still finds them, through the
+source's ``fetch_entry`` (the pipeline's transaction history), as it would on a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.oplog.source import OplogBatch, OplogSource
+
+
+class PositionedSource:
+    """``source`` read from ``start`` on (an :class:`OplogSource`).
+
+    Like a live tailer it checks its own history (``verifies_history``): the oplog must
+    hold an entry at or before ``start``, or the stream could miss what came between.
+
+    Args:
+        source: a source that starts at its first entry.
+        start: the stream's start time.
+    """
+
+    verifies_history = True
+
+    def __init__(self, source: OplogSource, start: Timestamp) -> None:
+        self._source = source
+        self._start = start
+        self._checked = False
+        self._positioned = False
+
+    @property
+    def name(self) -> str:
+        """The shard's name."""
+        return self._source.name
+
+    def next_batch(self, max_entries: int) -> OplogBatch | None:
+        """The next batch, without the entries before the start.
+
+        Raises:
+            ChangeStreamHistoryLost: the oplog's first entry comes after the start.
+        """
+        batch = self._source.next_batch(max_entries)
+        if batch is None or self._positioned:
+            return batch
+        entries = batch.entries
+        if entries and not self._checked:
+            self._checked = True
+            first = entries[0].get("ts")
+            if isinstance(first, Timestamp) and first > self._start:
+                raise ChangeStreamHistoryLost(
+                    f"Resume of change stream was not possible, as the resume point may no "
+                    f"longer be in the oplog: shard {self.name!r} starts at {first!r}, after "
+                    f"the stream's start {self._start!r} (server error 286)"
+                )
+        kept = [entry for entry in entries if entry["ts"] >= self._start]
+        self._positioned = bool(kept) or batch.exhausted
+        # A batch wholly before the start still reports its promise: it only moves forward.
+        return OplogBatch(kept, batch.promise, batch.exhausted)
+
+    def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
+        """Read back an older entry (before the start too: a transaction's first entries)."""
+        return self._source.fetch_entry(ts)
+
+    def close(self) -> None:
+        """Close the underlying source."""
+        self._source.close()

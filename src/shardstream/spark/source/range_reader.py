@@ -1,0 +1,167 @@
+"""Task side: re-read exactly the events of a planned batch, merged or per shard.
+
+A task gets ``(start, end]`` as offsets and reads it afresh, so a batch Spark replays after
+a crash yields the same events.  Both readers stop on each shard's last event of the
+batch (the end offset's shard token), never on a time: nothing past it is read, and a
+range that cannot be reproduced (the oplog rolled over, the input changed) fails loudly.
+
+* :func:`read_merged_range` runs the real merged stream from the start watermark: the
+  reference, mongos's order.
+* :func:`read_shard_range` runs one shard's pipeline only, over a slice of the shard's
+  events, and applies the router's per-event stages (the classic-event filter and the
+  user's ``$match``) as mongos does after the merge.  The events are the merged stream's,
+  full tokens included; only their interleaving across shards is left to the reader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from shardstream.errors import MergeError, OplogError
+from shardstream.match.evaluator import compile_pipeline
+from shardstream.merger.handle_topology_change import is_internal
+from shardstream.merger.shard_reader import ShardReader
+from shardstream.resume_token import encode_token
+from shardstream.spark.source.offsets import StreamOffset, data_of
+from shardstream.spark.source.options import SourceSpec
+from shardstream.spark.source.shard_inputs import (
+    open_merged_stream,
+    open_shard_source,
+    start_time,
+    stream_options,
+)
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform import fields as f
+
+READ_CHUNK: Final = 1000
+_LIVE_WAIT_S: Final = 60.0
+_LIVE_POLL_S: Final = 0.05
+
+
+def read_merged_range(
+    spec: SourceSpec, start: StreamOffset, end: StreamOffset
+) -> Iterator[ChangeEvent]:
+    """Yield the merged stream's events in ``(start, end]``, in stream order.
+
+    Raises:
+        OplogError: the range is no longer what it was when planned (or rolled off:
+            ChangeStreamHistoryLost from the shard readers).
+    """
+    pending = {shard: data_of(last) for shard, last in end.shards_advanced_from(start).items()}
+    watermark = data_of(end.watermark)
+    if not pending:
+        return
+    stream = open_merged_stream(spec, start.watermark)
+    deadline = time.monotonic() + _LIVE_WAIT_S
+    try:
+        while pending:
+            events, _ = stream.next_batch(READ_CHUNK)
+            if events:
+                deadline = time.monotonic() + _LIVE_WAIT_S  # a wait counts from the last news
+            else:
+                if stream.exhausted:
+                    raise _not_reproducible(spec, end, pending, "the stream ended before it")
+                if time.monotonic() >= deadline:
+                    raise _not_reproducible(spec, end, pending, "they did not arrive in time")
+                if not spec.bounded:
+                    time.sleep(_LIVE_POLL_S)
+                continue
+            for event in events:
+                shard, token = event.shard or "", event.token.data
+                last = pending.get(shard)
+                if last is None:
+                    if token <= watermark:
+                        raise _not_reproducible(spec, end, pending, f"unplanned event {token}")
+                    continue  # a shard already done: its next events belong to a later batch
+                if token > last:
+                    raise _not_reproducible(spec, end, pending, f"shard {shard!r} passed it")
+                yield event
+                if token == last:
+                    del pending[shard]
+                    if not pending:
+                        break
+    finally:
+        stream.close()
+
+
+def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Iterator[ChangeEvent]:
+    """Yield ``shard``'s events of the merged stream in ``(after, last]``, in its order.
+
+    Args:
+        spec: the source.
+        shard: the shard to read.
+        after: the token to start after ("" = the configured start).
+        last: the shard's last event of the range (its token, inclusive).
+
+    Raises:
+        OplogError: the range is no longer what it was when planned.
+    """
+    options = stream_options(spec, after).with_options(merged_by_router=True)
+    start = start_time(options)
+    source = open_shard_source(spec, shard, start)
+    reader = ShardReader(source, options, start=start)
+    keep = router_filter(spec, options)
+    resumed = options.resume_token
+    # A shard hands mongos the resume token's own event once more (for the router's
+    # EnsureResumeTokenPresent check); the merged stream drops it, and so must this.
+    floor = data_of(after) or (encode_token(resumed).data if resumed is not None else "")
+    last = data_of(last)
+    deadline = time.monotonic() + _LIVE_WAIT_S
+    try:
+        while True:
+            batch = reader.read(READ_CHUNK)
+            if batch is not None and batch.events:
+                deadline = time.monotonic() + _LIVE_WAIT_S
+            if batch is None:
+                if time.monotonic() >= deadline:
+                    raise _shard_not_reproducible(spec, shard, last, "it did not arrive in time")
+                time.sleep(_LIVE_POLL_S)
+                continue
+            for event in batch.events:
+                token = event.token.data
+                if token <= floor:
+                    continue
+                if token > last:
+                    raise _shard_not_reproducible(
+                        spec, shard, last, f"the shard passed it: {token}"
+                    )
+                if keep(event):
+                    yield event
+                if token == last:
+                    return
+            if batch.exhausted:
+                raise _shard_not_reproducible(spec, shard, last, "the shard's oplog ended first")
+    finally:
+        source.close()
+
+
+def router_filter(spec: SourceSpec, options: ChangeStreamOptions) -> Callable[[ChangeEvent], bool]:
+    """The per-event stages mongos applies after the merge, as one predicate."""
+    predicate = compile_pipeline(list(spec.pipeline))
+    classic_only = not options.show_expanded_events
+
+    def keep(event: ChangeEvent) -> bool:
+        if is_internal(event):  # only a config.shards monitor makes these; no shard does
+            raise MergeError(f"unexpected internal event in a shard's stream: {event.document!r}")
+        if classic_only and event.operation_type not in f.CLASSIC_OPERATION_TYPES:
+            return False
+        return predicate is None or predicate(event.document)
+
+    return keep
+
+
+def _not_reproducible(
+    spec: SourceSpec, end: StreamOffset, pending: dict[str, str], why: str
+) -> OplogError:
+    return OplogError(
+        f"{spec.display}: cannot re-read the batch ending at {end.watermark}: expected the "
+        f"last events {pending} of the shards, but {why}"
+    )
+
+
+def _shard_not_reproducible(spec: SourceSpec, shard: str, last: str, why: str) -> OplogError:
+    return OplogError(
+        f"{spec.display}: cannot re-read shard {shard!r} up to its event {last}: {why}"
+    )

@@ -1,0 +1,133 @@
+"""A change event as a flat row users can query without parsing BSON.
+
+One column per top-level event field a lakehouse query needs.  Documents become
+Extended JSON strings (canonical by default, so every BSON type round-trips;
+relaxed on request); ``_id`` is the token's ``_data`` hex, which sorts in stream
+order because KeyString bytes do and upper-case hex keeps byte order; ``_idTypeBits`` is the
+token's ``_typeBits`` bytes as hex when it has any (a documentKey holding a long, double or
+decimal), so ``{_data: _id, _typeBits: _idTypeBits}`` resumes a native change stream.  Two
+internal columns ride along for the sinks and are not part of the public schema:
+``_oplogUpdate`` (the oplog's own ``$v:2`` diff of an update: ``updateDescription``
+alone cannot replay dotted or numeric field names) and ``_fragment`` (the whole
+event's operationType, for a fragment of a split event).
+
+pyarrow only (no pyspark): the rows are built on executors and in unit tests.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import pyarrow as pa
+from bson import json_util
+from bson.json_util import JSONOptions
+from bson.timestamp import Timestamp
+
+from shardstream.resume_token.token_json import JSON_OPTIONS as CANONICAL
+from shardstream.transform.change_event import ChangeEvent
+from shardstream.transform.extended_json import event_to_json
+
+RELAXED: Final = json_util.RELAXED_JSON_OPTIONS.with_options(
+    datetime_conversion=CANONICAL.datetime_conversion
+)
+
+# Event fields written as Extended JSON strings, in the order they appear as columns.
+DOCUMENT_COLUMNS: Final = (
+    "documentKey",
+    "fullDocument",
+    "updateDescription",
+    "fullDocumentBeforeChange",
+    "to",
+    "operationDescription",
+)
+
+CLUSTER_TIME_TYPE: Final = pa.struct([("t", pa.int64()), ("i", pa.int64())])
+
+EVENT_SCHEMA: Final = pa.schema(
+    [
+        pa.field("_id", pa.string(), nullable=False),
+        pa.field("_idTypeBits", pa.string()),
+        pa.field("operationType", pa.string(), nullable=False),
+        pa.field("clusterTime", CLUSTER_TIME_TYPE, nullable=False),
+        pa.field("wallTime", pa.timestamp("us", tz="UTC")),
+        pa.field("db", pa.string()),
+        pa.field("coll", pa.string()),
+        pa.field("collectionUUID", pa.string()),
+        *(pa.field(name, pa.string()) for name in DOCUMENT_COLUMNS),
+        pa.field("txnNumber", pa.int64()),
+        pa.field("lsid", pa.string()),
+        pa.field("shard", pa.string()),
+        pa.field("_oplogUpdate", pa.string()),
+        pa.field("_fragment", pa.string()),
+    ]
+)
+"""The Arrow schema of every batch ``read()`` yields (internal columns last)."""
+
+PUBLIC_COLUMNS: Final = tuple(
+    field.name for field in EVENT_SCHEMA if field.name not in ("_oplogUpdate", "_fragment")
+)
+
+_SPARK_TYPES: Final = {
+    pa.string(): "string",
+    pa.int64(): "bigint",
+    pa.timestamp("us", tz="UTC"): "timestamp",
+    CLUSTER_TIME_TYPE: "struct<t: bigint, i: bigint>",
+}
+
+SPARK_DDL: Final = ", ".join(
+    f"`{field.name}` {_SPARK_TYPES[field.type]}" + ("" if field.nullable else " not null")
+    for field in EVENT_SCHEMA
+)
+"""The same schema as a Spark DDL string (what ``DataSource.schema()`` returns)."""
+
+
+def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]:
+    """One event as a dict keyed by :data:`EVENT_SCHEMA` column names."""
+    document = event.document
+    options = RELAXED if relaxed else CANONICAL
+    cluster_time: Timestamp = document.get("clusterTime") or event.token_data.cluster_time
+    ns = document.get("ns")
+    uuid = document.get("collectionUUID")
+    lsid = document.get("lsid")
+    txn_number = document.get("txnNumber")
+    type_bits = event.token.type_bits
+    row: dict[str, Any] = {
+        "_id": event.token.data,
+        "_idTypeBits": None if type_bits is None else type_bits.hex().upper(),
+        "operationType": event.operation_type,
+        "clusterTime": {"t": cluster_time.time, "i": cluster_time.inc},
+        "wallTime": _utc(document.get("wallTime")),
+        "db": ns.get("db") if isinstance(ns, Mapping) else None,
+        "coll": ns.get("coll") if isinstance(ns, Mapping) else None,
+        "collectionUUID": str(uuid) if uuid is not None else None,
+    }
+    for name in DOCUMENT_COLUMNS:
+        row[name] = _json(document.get(name), options)
+    row["txnNumber"] = int(txn_number) if txn_number is not None else None
+    row["lsid"] = _json(lsid, options)
+    row["shard"] = event.shard
+    row["_oplogUpdate"] = _json(event.raw_update, CANONICAL)
+    row["_fragment"] = event.fragment_of
+    return row
+
+
+def events_to_batch(events: Iterable[ChangeEvent], *, relaxed: bool = False) -> pa.RecordBatch:
+    """Events as one Arrow record batch of :data:`EVENT_SCHEMA`."""
+    rows = [event_to_row(event, relaxed=relaxed) for event in events]
+    return pa.RecordBatch.from_pylist(rows, schema=EVENT_SCHEMA)
+
+
+def _json(value: Any, options: JSONOptions) -> str | None:
+    if value is None:
+        return None
+    if options is CANONICAL and isinstance(value, Mapping):
+        return event_to_json(value)  # keeps a FieldList's repeated keys
+    return json_util.dumps(value, json_options=options)
+
+
+def _utc(value: Any) -> datetime.datetime | None:
+    if not isinstance(value, datetime.datetime):
+        return None  # absent, or out of datetime's range (kept exact in the token)
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)

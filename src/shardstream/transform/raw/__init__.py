@@ -1,0 +1,10 @@
+"""The fast path: change events written from the oplog's raw BSON, byte-identical to the reference.
+
+Each module mirrors a reference one: ``pipeline`` (``FastShardPipeline``) is the twin of
+:mod:`shardstream.transform.pipeline`, ``unwind_transaction`` of the stage of that name,
+``update_description`` of :mod:`shardstream.transform.update.update_description`.
+``fast_path_applies`` is the one gate: options the fast path does not cover keep the
+reference path, and an entry it does not recognise is handed to the reference per entry.
+"""
+
+from __future__ import annotations

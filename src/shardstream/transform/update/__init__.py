@@ -1,0 +1,8 @@
+"""Update entries: ``$v:2`` diffs and ``$v:1`` modifiers, read and applied as mongod does.
+
+``update_description`` turns an entry's ``o`` into the event's ``updateDescription``
+(change_stream_document_diff_parser.cpp); ``apply_update`` / ``apply_update_v1`` apply it
+to a document (post images, the simulator, the mirror), as update/ in the server does.
+"""
+
+from __future__ import annotations

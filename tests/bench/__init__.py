@@ -1,0 +1,3 @@
+"""Tests of shardstream.bench."""
+
+from __future__ import annotations

@@ -1,0 +1,187 @@
+"""``shardstream bench --uri --duration`` (live tail) against the emulated cluster, real pymongo.
+
+The emulated mongos has no ``insert`` and no ``aggregate``: the writes are made inside the
+emulator (``bench.emulated.write_loop``, as ``python -m shardstream.bench.emulated
+--write-rate N`` does) and counted through mongos, or by a stand-in ``insert_many``;
+the native side is unavailable, or a stand-in.  No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bson.objectid import ObjectId
+from pymongo import MongoClient
+from pymongo.collection import Collection
+
+import shardstream
+from shardstream.bench.emulated import BENCH_NAMESPACE, ClusterClock, insert_entry, write_loop
+from shardstream.cli.main import main
+from shardstream.emulator import EmulatedCluster
+
+RATE = 200.0  # inserts/s over both shards
+CLOCK = ClusterClock()  # one for every writer: each shard's ts must increase
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmulatedCluster]:
+    """Two shards, the emulator's own writer inserting into the bench namespace."""
+    with EmulatedCluster(shards=2) as running:
+        stop = threading.Event()
+        options = {"ns": BENCH_NAMESPACE, "store": True}
+        writer = threading.Thread(
+            target=write_loop, args=(running.shards, RATE, CLOCK, stop), kwargs=options
+        )
+        writer.start()
+        yield running
+        stop.set()
+        writer.join()
+
+
+def _bench(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
+    assert main(["bench", *argv]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out.splitlines()[-1]), out
+
+
+def _assert_sane(run: dict[str, Any], written: int) -> None:
+    assert run["available"] is True
+    assert written > 0
+    assert (run["events"], run["missed"], run["duplicated"], run["unexpected"]) == (
+        written,
+        0,
+        0,
+        0,
+    )
+    assert run["bytes"] > 0
+    assert run["events_per_s"] > 0
+    for key in ("latency_s", "wall_latency_s"):
+        p = run[key]
+        assert 0 <= p["p50"] <= p["p95"] <= p["p99"] <= p["max"]
+
+
+@pytest.mark.parametrize("readers", ["thread", "process"])
+def test_the_live_tail_counts_what_the_emulator_wrote_and_reports_native_unavailable(
+    cluster: EmulatedCluster, readers: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tail.json"
+    argv = ["--uri", cluster.uri, "--duration", "1", "--write-rate", "0", "--readers", readers]
+    report, out = _bench([*argv, "--json", str(path)], capsys)
+    assert json.loads(path.read_text()) == report
+    assert report["server"] == "shardstream emulator"
+    assert report["writer"] == "external (counted through mongos)"
+    assert report["readers"] == readers
+    _assert_sane(report["shardstream"], report["written"])
+    positions = report["shardstream"]["shard_positions"]
+    assert set(positions) == {"shard00", "shard01"}
+    assert all(p["lag_s"] >= 0 for p in positions.values())
+    assert report["native"] == {
+        "available": False,
+        "error": "CommandNotFound (59): no such command: 'aggregate'",
+    }
+    assert "live tail on shardstream emulator" in out
+    assert "native       unavailable: CommandNotFound (59)" in out
+
+
+def test_the_bench_says_when_mongos_takes_no_insert(
+    cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", "--uri", cluster.uri, "--duration", "1", "--readers", "thread"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "inserts through mongos failed: CommandNotFound (59): no such command: 'insert'" in err
+    assert "--write-rate 0" in err
+
+
+def test_the_bench_writer_and_a_native_stand_in_see_the_same_events(
+    cluster: EmulatedCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Stand-ins for a real mongos: insert_many logs each document on a shard, and the
+    # "native" stream is shardstream's own, opened at the same cluster time.
+    shards = cluster.shards
+
+    def insert_many(collection: Collection[Any], documents: list[Any], **_: Any) -> None:
+        for document in documents:
+            document["_id"] = key = ObjectId()
+            shard, ts = shards[hash(key) % len(shards)], CLOCK.tick()
+            shard.append(insert_entry(collection.full_name, document, ts))
+            shard.set_majority(ts)
+
+    def native_watch(_client: MongoClient[Any], **options: Any) -> Any:
+        return shardstream.watch(cluster.uri, **options)
+
+    monkeypatch.setattr(Collection, "insert_many", insert_many)
+    monkeypatch.setattr(MongoClient, "watch", native_watch)
+    argv = ["--uri", cluster.uri, "--duration", "1", "--write-rate", "50", "--readers", "thread"]
+    options = ["--namespace", "bench.own", "--max-await-ms", "100", "--no-shard-monitor"]
+    plot = tmp_path / "latency.png"
+    report, out = _bench([*argv, *options, "--plot", str(plot)], capsys)
+    assert importlib.util.find_spec("matplotlib") is None or plot.stat().st_size > 0
+    assert (report["max_await_ms"], report["shard_monitor"]) == (100, False)
+    assert report["writer"] == "this process"
+    assert report["namespace"] == "bench.own"
+    for name in ("shardstream", "native"):
+        _assert_sane(report[name], report["written"])
+        # The emulator's writer goes on meanwhile, into another namespace.
+        assert report[name]["other_events"] > 0
+    assert report["native"]["shard_positions"] is None
+    assert "50 inserts/s requested, from this process" in out
+
+
+def test_shard_collection_reports_the_servers_refusal(
+    cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--uri", cluster.uri, "--duration", "1", "--write-rate", "0", "--shard-collection"]
+    assert main(["bench", *argv]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "--shard-collection failed: CommandNotFound (59): no such command: 'enableSharding'" in err
+    )
+
+
+def test_the_password_of_the_uri_never_shows(
+    cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = cluster.uri.replace("mongodb://", "mongodb://alice:s3cr3t-pw@")
+    assert main(["bench", "--uri", uri, "--duration", "1", "--readers", "thread"]) == 1
+    out, err = capsys.readouterr()
+    assert "s3cr3t-pw" not in out + err
+    assert "shardstream bench: error:" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--duration", "1"], "expected --uri with --duration, got no --uri"),
+        (
+            ["--uri", "mongodb://h/", "--duration", "1", "--since-seconds", "3"],
+            "expected --duration (live tail, from now) or a window start",
+        ),
+        (
+            ["--uri", "mongodb://h/", "--duration", "1", "--namespace", "nodot"],
+            "expected --namespace DB.COLL, got 'nodot'",
+        ),
+        (
+            ["--uri", "mongodb://h/", "--duration", "0"],
+            "expected --write-rate N >= 0 and --duration S > 0, got 1000.0, 0.0",
+        ),
+        (
+            ["--uri", "mongodb://h/", "--duration", "1", "--max-await-ms", "0"],
+            "expected --max-await-ms MS with MS >= 1, got 0",
+        ),
+    ],
+)
+def test_bad_live_tail_arguments_are_named(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", *argv]) == 1
+    assert message in capsys.readouterr().err

@@ -1,0 +1,3 @@
+"""Tests of shardstream.cli."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Tests of shardstream.match."""
+
+from __future__ import annotations

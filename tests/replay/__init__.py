@@ -1,0 +1,3 @@
+"""Tests of shardstream.replay."""
+
+from __future__ import annotations
