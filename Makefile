@@ -10,6 +10,8 @@ STAMP_VENV := $(VENV)/.pinned-pip
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_SPARK := $(VENV)/.installed-spark
+# An editable install builds the one C module in place: a change to it needs a reinstall.
+BUILD_INPUTS := pyproject.toml setup.py $(LOCK) src/shardstream/transform/raw/_ejson.c
 
 .PHONY: demo test lint typecheck unit bench lock lockcheck clean
 
@@ -19,16 +21,16 @@ $(STAMP_VENV): $(LOCK)
 	$(BIN)/python -m pip install --quiet -c $(LOCK) pip
 	touch $@
 
-$(STAMP_BASE): pyproject.toml $(LOCK) | $(STAMP_VENV)
+$(STAMP_BASE): $(BUILD_INPUTS) | $(STAMP_VENV)
 	$(PIP_INSTALL) -e .
 	touch $@
 
 # The demo runs Spark and delta-rs: the spark extra (pyspark is a ~450 MB download).
-$(STAMP_SPARK): pyproject.toml $(LOCK) | $(STAMP_VENV)
+$(STAMP_SPARK): $(BUILD_INPUTS) | $(STAMP_VENV)
 	$(PIP_INSTALL) -e '.[spark]'
 	touch $@ $(STAMP_BASE)
 
-$(STAMP_DEV): pyproject.toml $(LOCK) | $(STAMP_VENV)
+$(STAMP_DEV): $(BUILD_INPUTS) | $(STAMP_VENV)
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(STAMP_BASE) $(STAMP_SPARK)
 
@@ -64,4 +66,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) .lock-venv build src/*.egg-info
+	rm -rf $(VENV) .lock-venv build src/*.egg-info src/shardstream/transform/raw/*.so

@@ -22,11 +22,13 @@ from shardstream.errors import ConfigurationError, OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
 from shardstream.merger.merged_stream import MergedStream
+from shardstream.merger.raw.encoded_event import EncodedEvent, leading_id
 from shardstream.merger.topology import TopologySource
 from shardstream.oplog.live.cluster import connect_live_cluster
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
+from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.pipeline import fast_path_applies
 
 DEFAULT_BATCH_SIZE: Final = 1000
@@ -81,6 +83,37 @@ class ChangeStream:
 
     def try_next(self) -> dict[str, Any] | None:
         """Return the next event if one is ready now, else None (and advance ``resume_token``)."""
+        event = self._pop_event()
+        if event is None:
+            return None
+        try:
+            # A fast-path event is decoded here, and its copied values only now meet a
+            # decoder: a corrupt one fails (and closes) the stream as on the reference path.
+            document = event.document
+        except BaseException:
+            self.close()
+            raise
+        self._advance(document["_id"])
+        return document
+
+    def try_next_raw(self) -> bytes | None:
+        """:meth:`try_next`, with the event as the BSON bytes the server would send.
+
+        On the fast path these are the bytes it wrote, never decoded (a corrupt value is
+        found by whoever reads them); a reference-path event is encoded. ``resume_token``
+        advances as with :meth:`try_next`.
+        """
+        event = self._pop_event()
+        if event is None:
+            return None
+        if isinstance(event, EncodedEvent):
+            raw = event.raw
+            self._advance(leading_id(raw) or event.document["_id"])
+            return raw
+        self._advance(event.document["_id"])
+        return encode_event_document(event.document)
+
+    def _pop_event(self) -> ChangeEvent | None:
         if self._closed:
             return None
         if not self._batch:
@@ -93,19 +126,13 @@ class ChangeStream:
                 raise
             if not self._batch:
                 return None
-        event = self._batch.popleft()
-        try:
-            # A fast-path event is decoded here, and its copied values only now meet a
-            # decoder: a corrupt one fails (and closes) the stream as on the reference path.
-            document = event.document
-        except BaseException:
-            self.close()
-            raise
+        return self._batch.popleft()
+
+    def _advance(self, event_id: Mapping[str, Any]) -> None:
         if not self._batch and self._batch_resume_token is not None:
             self._resume_token = self._batch_resume_token.to_document()
         else:
-            self._resume_token = dict(document["_id"])
-        return document
+            self._resume_token = dict(event_id)
 
     def _fetch_batch(self) -> None:
         deadline = None if self._max_await_s is None else time.monotonic() + self._max_await_s

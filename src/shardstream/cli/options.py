@@ -32,6 +32,17 @@ def add_stream_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
 
 
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """``--json canonical|relaxed``: the Extended JSON mode of the events written."""
+    parser.add_argument(
+        "--json",
+        choices=["canonical", "relaxed"],
+        default="canonical",
+        help="Extended JSON mode: canonical (every type kept, the default) or relaxed "
+        "(plain JSON numbers and ISO dates, as data tools prefer)",
+    )
+
+
 def options_from_args(args: argparse.Namespace) -> ChangeStreamOptions:
     """Build the stream options the flags describe."""
     return ChangeStreamOptions(

@@ -8,13 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TextIO
 
-from shardstream.cli.options import add_stream_options, options_from_args
+from shardstream.cli.options import add_json_option, add_stream_options, options_from_args
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog import InputFormat
-from shardstream.replay.engine import reference_event_batches, write_bson_events
-from shardstream.transform import ChangeStreamOptions, event_to_json
+from shardstream.replay.engine import write_bson_events, write_json_events
 
 
 def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,8 +21,8 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "replay",
         help="turn oplog files into the change stream a server would emit",
         description="Read oplog entries (mongodump's oplog.bson or Extended JSON lines) and "
-        "write the change events, one canonical Extended JSON object per line, or as "
-        "concatenated BSON documents (--output-format bson).",
+        "write the change events, one Extended JSON object per line (canonical, or relaxed "
+        "with --json relaxed), or as concatenated BSON documents (--output-format bson).",
     )
     replay.add_argument("path", nargs="?", metavar="PATH", help="oplog file ('-' = stdin)")
     replay.add_argument(
@@ -43,8 +41,9 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default=0,
         metavar="N",
         help="decode and transform the shards in N processes: this one and N-1 workers "
-        "(BSON output of several shards; default 0, like 1: this process alone)",
+        "(several BSON shard files; default 0, like 1: this process alone)",
     )
+    add_json_option(replay)
     add_stream_options(replay)
     replay.set_defaults(handler=run_replay)
 
@@ -60,24 +59,19 @@ def run_replay(args: argparse.Namespace) -> int:
         if args.output_format == "bson":
             write_bson_events(paths, input_format, options, sys.stdout.buffer, workers=args.workers)
         else:
-            _write_events(paths, input_format, options, sys.stdout)
+            sys.stdout.flush()
+            write_json_events(
+                paths,
+                input_format,
+                options,
+                sys.stdout.buffer,
+                workers=args.workers,
+                relaxed=args.json == "relaxed",
+            )
     except ShardstreamError as exc:
         print(f"shardstream replay: error: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def _write_events(
-    shards: Sequence[tuple[str, str]],
-    input_format: InputFormat | None,
-    options: ChangeStreamOptions,
-    out: TextIO,
-) -> None:
-    for events in reference_event_batches(shards, input_format, options):
-        for event in events:
-            out.write(event_to_json(event.document))
-            out.write("\n")
-    out.flush()
 
 
 def _shard_paths(path: str | None, shards: Sequence[str]) -> list[tuple[str, str]]:

@@ -11,11 +11,12 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from shardstream.cli.options import add_stream_options, options_from_args
-from shardstream.errors import ShardstreamError
+from shardstream.cli.options import add_json_option, add_stream_options, options_from_args
+from shardstream.errors import OplogError, ShardstreamError
 from shardstream.oplog.read_preference import READ_PREFERENCE_MODES
 from shardstream.oplog.redaction import redact_text
-from shardstream.transform import ChangeStreamOptions, event_to_json
+from shardstream.transform import ChangeStreamOptions
+from shardstream.transform.raw.extended_json import bson_to_json
 
 if TYPE_CHECKING:
     from shardstream.stream import ChangeStream
@@ -29,10 +30,12 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "watch",
         help="tail every shard of a live cluster and write the merged change stream",
         description="Discover the shards through mongos, tail each shard's oplog in parallel, "
-        "and write the events mongos would emit, one canonical Extended JSON object per line.",
+        "and write the events mongos would emit, one Extended JSON object per line "
+        "(canonical, or relaxed with --json relaxed).",
     )
     parser.add_argument("uri", metavar="URI", help="a mongos connection string")
     add_stream_options(parser)
+    add_json_option(parser)
     parser.add_argument("--max-events", type=int, help="stop after this many events")
     parser.add_argument(
         "--read-preference",
@@ -74,7 +77,7 @@ def run_watch(args: argparse.Namespace) -> int:
             tailer=args.tailer,
             **watch_arguments(options),
         ) as stream:
-            _follow(stream, args.max_events, args.stats, sys.stdout, sys.stderr)
+            _follow(stream, args, sys.stdout, sys.stderr)
     except ShardstreamError as exc:
         print(f"shardstream watch: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
         return 1
@@ -104,12 +107,17 @@ def watch_arguments(options: ChangeStreamOptions) -> dict[str, Any]:
     return arguments
 
 
-def _follow(stream: ChangeStream, limit: int | None, stats: bool, out: TextIO, err: TextIO) -> None:
+def _follow(stream: ChangeStream, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
+    limit, stats, relaxed = args.max_events, args.stats, args.json == "relaxed"
     count, window, window_start = 0, 0, time.monotonic()
     while stream.alive and (limit is None or count < limit):
-        event = stream.try_next()
-        if event is not None:
-            out.write(event_to_json(event) + "\n")
+        raw = stream.try_next_raw()
+        if raw is not None:
+            try:
+                line = bson_to_json(raw, relaxed=relaxed)
+            except ValueError as exc:  # a corrupt value the fast path copied from an entry
+                raise OplogError(f"expected an event of well-formed BSON: {exc}") from exc
+            out.write(line + "\n")
             out.flush()
             count += 1
             window += 1

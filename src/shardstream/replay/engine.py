@@ -23,6 +23,7 @@ from shardstream.replay.shard_workers import WorkerPool, shard_batches
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, transform_oplog
 from shardstream.transform.raw.encoded_stream import encode_shard, quiet_collector
 from shardstream.transform.raw.event_writer import encode_event_document
+from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.raw.pipeline import FastShardPipeline, fast_path_applies
 
 REPLAY_BATCH = 1000
@@ -52,6 +53,30 @@ def write_bson_events(
     with quiet_collector():
         for batch in _event_batches(shards, input_format, options, workers):
             write(batch)
+    out.flush()
+
+
+def write_json_events(
+    shards: Sequence[tuple[str, str]],
+    input_format: InputFormat | None,
+    options: ChangeStreamOptions,
+    out: BinaryIO,
+    *,
+    workers: int = 0,
+    relaxed: bool = False,
+) -> None:
+    """Write the stream as Extended JSON lines (canonical unless ``relaxed``) to ``out``.
+
+    The same events as :func:`write_bson_events`, each written from its BSON bytes by
+    :func:`~shardstream.transform.raw.extended_json.bson_to_json`: the text json_util writes
+    for the decoded event (a repeated field name, as in ``updatedFields``, kept twice).
+    """
+    write = _batch_writer(out)
+    with quiet_collector():
+        for batch in _event_batches(shards, input_format, options, workers):
+            if batch:
+                lines = "\n".join([bson_to_json(event, relaxed=relaxed) for event in batch])
+                write([lines.encode("ascii"), b"\n"])
     out.flush()
 
 

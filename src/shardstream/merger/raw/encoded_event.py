@@ -116,6 +116,20 @@ def decode_event(raw: bytes) -> dict[str, Any]:
     return document
 
 
+def leading_id(raw: bytes) -> dict[str, Any] | None:
+    """The event's ``_id`` (its resume token) when it leads the event, as the fast path
+    writes it, decoded alone; None otherwise (the caller decodes the event).
+
+    >>> leading_id(bson.encode({"_id": {"_data": "82"}, "operationType": "insert"}))
+    {'_data': '82'}
+    """
+    if raw[4:9] != _LEADING_ID:
+        return None
+    size: int = _read_int32(raw, 9)[0]
+    token: dict[str, Any] = bson.decode(raw[9 : 9 + size], codec_options=OPLOG_CODEC_OPTIONS)
+    return token
+
+
 def operation_type_of(raw: bytes) -> str:
     """The ``operationType`` of an event's BSON.
 

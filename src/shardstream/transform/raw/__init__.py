@@ -5,6 +5,8 @@ Each module mirrors a reference one: ``pipeline`` (``FastShardPipeline``) is the
 ``update_description`` of :mod:`shardstream.transform.update.update_description`.
 ``fast_path_applies`` is the one gate: options the fast path does not cover keep the
 reference path, and an entry it does not recognise is handed to the reference per entry.
+``extended_json`` (the twin of :mod:`shardstream.transform.extended_json`) writes Extended
+JSON from an event's bytes, its common case in C (``_ejson.c``).
 """
 
 from __future__ import annotations

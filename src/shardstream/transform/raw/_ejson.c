@@ -1,0 +1,408 @@
+/* Extended JSON from raw BSON, in C: the common case of extended_json.bson_to_json.
+ *
+ * dumps(raw, relaxed) returns the text json_util writes for the decoded document, or None
+ * for anything it leaves to the Python walker in extended_json.py, which is the reference:
+ * a subdocument holding "$ref" (pymongo may decode it to a DBRef and reorder it), a
+ * Decimal128, invalid UTF-8, malformed or deeply nested bytes. The rules written here are
+ * the walker's, checked against it by tests/transform/test_raw_extended_json.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FALLBACK 1 /* not written here: the Python walker takes the whole document */
+#define MAX_DEPTH 100
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int grow(Out *o, Py_ssize_t need) {
+    if (o->len + need <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 1024;
+    while (cap < o->len + need) cap *= 2;
+    char *b = PyMem_Realloc(o->buf, cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+static int put(Out *o, const char *s, Py_ssize_t n) {
+    if (grow(o, n)) return -1;
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+    return 0;
+}
+
+#define PUT(o, lit) put((o), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+static int32_t i32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                     ((uint32_t)p[3] << 24));
+}
+
+static uint64_t u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+/* One code point as json.dumps(ensure_ascii=True) escapes it. */
+static int put_char(Out *o, Py_UCS4 c) {
+    char esc[12];
+    if (c >= 0x20 && c <= 0x7e && c != '\\' && c != '"') {
+        char ch = (char)c;
+        return put(o, &ch, 1);
+    }
+    switch (c) {
+        case '\\': return PUT(o, "\\\\");
+        case '"': return PUT(o, "\\\"");
+        case '\b': return PUT(o, "\\b");
+        case '\f': return PUT(o, "\\f");
+        case '\n': return PUT(o, "\\n");
+        case '\r': return PUT(o, "\\r");
+        case '\t': return PUT(o, "\\t");
+    }
+    if (c >= 0x10000) { /* a surrogate pair, as Python's json writes it */
+        Py_UCS4 v = c - 0x10000;
+        Py_UCS4 hi = 0xd800 | ((v >> 10) & 0x3ff), lo = 0xdc00 | (v & 0x3ff);
+        esc[0] = '\\', esc[1] = 'u', esc[2] = HEX[(hi >> 12) & 15], esc[3] = HEX[(hi >> 8) & 15];
+        esc[4] = HEX[(hi >> 4) & 15], esc[5] = HEX[hi & 15];
+        esc[6] = '\\', esc[7] = 'u', esc[8] = HEX[(lo >> 12) & 15], esc[9] = HEX[(lo >> 8) & 15];
+        esc[10] = HEX[(lo >> 4) & 15], esc[11] = HEX[lo & 15];
+        return put(o, esc, 12);
+    }
+    esc[0] = '\\', esc[1] = 'u', esc[2] = HEX[(c >> 12) & 15], esc[3] = HEX[(c >> 8) & 15];
+    esc[4] = HEX[(c >> 4) & 15], esc[5] = HEX[c & 15];
+    return put(o, esc, 6);
+}
+
+/* A quoted JSON string from n bytes of UTF-8 (strictly decoded, as pymongo does). */
+static int put_string(Out *o, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i;
+    int ascii = 1;
+    for (i = 0; i < n; i++) {
+        if (s[i] >= 0x80) {
+            ascii = 0;
+            break;
+        }
+    }
+    if (PUT(o, "\"")) return -1;
+    if (ascii) {
+        Py_ssize_t run = 0; /* copy runs that need no escape in one go */
+        for (i = 0; i < n; i++) {
+            unsigned char c = s[i];
+            if (c >= 0x20 && c <= 0x7e && c != '\\' && c != '"') continue;
+            if (put(o, (const char *)s + run, i - run) || put_char(o, c)) return -1;
+            run = i + 1;
+        }
+        if (put(o, (const char *)s + run, n - run)) return -1;
+    } else {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+        if (text == NULL) {
+            PyErr_Clear();
+            return FALLBACK;
+        }
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+        for (i = 0; i < length; i++) {
+            if (put_char(o, PyUnicode_READ(kind, data, i))) {
+                Py_DECREF(text);
+                return -1;
+            }
+        }
+        Py_DECREF(text);
+    }
+    return PUT(o, "\"");
+}
+
+/* A length-prefixed BSON string at p (within end): its text, quoted. */
+static int put_bson_string(Out *o, const unsigned char *raw, Py_ssize_t pos, Py_ssize_t end,
+                           Py_ssize_t *next) {
+    if (pos + 4 > end) return FALLBACK;
+    int32_t n = i32(raw + pos);
+    if (n < 1 || pos + 4 + n > end || raw[pos + 3 + n] != 0) return FALLBACK;
+    *next = pos + 4 + n;
+    return put_string(o, raw + pos + 4, n - 1);
+}
+
+static int put_double(Out *o, double v, int relaxed) {
+    if (v != v) return PUT(o, "{\"$numberDouble\": \"NaN\"}");
+    if (v == Py_HUGE_VAL) return PUT(o, "{\"$numberDouble\": \"Infinity\"}");
+    if (v == -Py_HUGE_VAL) return PUT(o, "{\"$numberDouble\": \"-Infinity\"}");
+    char *repr = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) return -1;
+    int rc = relaxed ? put(o, repr, (Py_ssize_t)strlen(repr))
+                     : (PUT(o, "{\"$numberDouble\": \"") || put(o, repr, (Py_ssize_t)strlen(repr)) ||
+                        PUT(o, "\"}"));
+    PyMem_Free(repr);
+    return rc ? -1 : 0;
+}
+
+/* Days since 1970-01-01 to a civil date (H. Hinnant's algorithm), for days >= 0. */
+static void civil(int64_t days, int64_t *y, int *m, int *d) {
+    days += 719468;
+    int64_t era = days / 146097;
+    int64_t doe = days - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+static int put_date(Out *o, int64_t ms, int relaxed) {
+    char text[64];
+    int n;
+    if (relaxed && ms >= 0 && ms <= 253402300799999LL) {
+        int64_t secs = ms / 1000, y;
+        int frac = (int)(ms % 1000), m, d;
+        civil(secs / 86400, &y, &m, &d);
+        int rest = (int)(secs % 86400);
+        n = snprintf(text, sizeof text, "{\"$date\": \"%04lld-%02d-%02dT%02d:%02d:%02d", (long long)y,
+                     m, d, rest / 3600, rest / 60 % 60, rest % 60);
+        if (frac) n += snprintf(text + n, sizeof text - n, ".%03d", frac);
+        n += snprintf(text + n, sizeof text - n, "Z\"}");
+    } else {
+        n = snprintf(text, sizeof text, "{\"$date\": {\"$numberLong\": \"%lld\"}}", (long long)ms);
+    }
+    return put(o, text, n);
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int put_base64(Out *o, const unsigned char *s, Py_ssize_t n) {
+    if (grow(o, (n + 2) / 3 * 4)) return -1;
+    char *w = o->buf + o->len;
+    Py_ssize_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        *w++ = B64[v >> 18], *w++ = B64[(v >> 12) & 63], *w++ = B64[(v >> 6) & 63], *w++ = B64[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
+        *w++ = B64[v >> 18], *w++ = B64[(v >> 12) & 63];
+        *w++ = (i + 1 < n) ? B64[(v >> 6) & 63] : '=';
+        *w++ = '=';
+    }
+    o->len = w - o->buf;
+    return 0;
+}
+
+static int put_oid(Out *o, const unsigned char *p) {
+    char text[36] = "{\"$oid\": \"";
+    for (int i = 0; i < 12; i++) text[10 + 2 * i] = HEX[p[i] >> 4], text[11 + 2 * i] = HEX[p[i] & 15];
+    text[34] = '"', text[35] = '}';
+    return put(o, text, 36);
+}
+
+static int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
+                        int relaxed, int is_array, int top, int depth, Py_ssize_t *next);
+
+/* One value of BSON type kind at pos; *next is set past it. */
+static int put_value(Out *o, const unsigned char *raw, Py_ssize_t len, int kind, Py_ssize_t pos,
+                     Py_ssize_t end, int relaxed, int depth, Py_ssize_t *next) {
+    char text[96];
+    int n, rc;
+    switch (kind) {
+        case 0x02: /* string */
+        case 0x0E: /* symbol: pymongo decodes it to str */
+            return put_bson_string(o, raw, pos, end, next);
+        case 0x10: /* int32 */
+            if (pos + 4 > end) return FALLBACK;
+            n = relaxed ? snprintf(text, sizeof text, "%d", (int)i32(raw + pos))
+                        : snprintf(text, sizeof text, "{\"$numberInt\": \"%d\"}", (int)i32(raw + pos));
+            *next = pos + 4;
+            return put(o, text, n);
+        case 0x03:
+        case 0x04:
+            return put_document(o, raw, len, pos, relaxed, kind == 0x04, 0, depth + 1, next);
+        case 0x01:
+            if (pos + 8 > end) return FALLBACK;
+            {
+                double v;
+                uint64_t bits = u64(raw + pos);
+                memcpy(&v, &bits, 8);
+                *next = pos + 8;
+                return put_double(o, v, relaxed);
+            }
+        case 0x07:
+            if (pos + 12 > end) return FALLBACK;
+            *next = pos + 12;
+            return put_oid(o, raw + pos);
+        case 0x09:
+            if (pos + 8 > end) return FALLBACK;
+            *next = pos + 8;
+            return put_date(o, (int64_t)u64(raw + pos), relaxed);
+        case 0x08:
+            if (pos + 1 > end || raw[pos] > 1) return FALLBACK;
+            *next = pos + 1;
+            return raw[pos] ? PUT(o, "true") : PUT(o, "false");
+        case 0x12: /* int64 */
+            if (pos + 8 > end) return FALLBACK;
+            n = relaxed ? snprintf(text, sizeof text, "%lld", (long long)(int64_t)u64(raw + pos))
+                        : snprintf(text, sizeof text, "{\"$numberLong\": \"%lld\"}",
+                                   (long long)(int64_t)u64(raw + pos));
+            *next = pos + 8;
+            return put(o, text, n);
+        case 0x0A: /* null */
+        case 0x06: /* undefined: pymongo decodes it to None */
+            *next = pos;
+            return PUT(o, "null");
+        case 0x11: /* timestamp: increment, then time */
+            if (pos + 8 > end) return FALLBACK;
+            {
+                uint64_t v = u64(raw + pos);
+                n = snprintf(text, sizeof text, "{\"$timestamp\": {\"t\": %lu, \"i\": %lu}}",
+                             (unsigned long)(v >> 32), (unsigned long)(v & 0xffffffffu));
+            }
+            *next = pos + 8;
+            return put(o, text, n);
+        case 0x05: { /* binary */
+            if (pos + 5 > end) return FALLBACK;
+            int32_t size = i32(raw + pos);
+            int subtype = raw[pos + 4];
+            Py_ssize_t data = pos + 5;
+            if (size < 0 || data + size > end) return FALLBACK;
+            if (subtype == 2) { /* the old subtype repeats the length inside */
+                if (size < 4 || i32(raw + data) != size - 4) return FALLBACK;
+                data += 4;
+            }
+            if (PUT(o, "{\"$binary\": {\"base64\": \"") || put_base64(o, raw + data, pos + 5 + size - data))
+                return -1;
+            n = snprintf(text, sizeof text, "\", \"subType\": \"%02x\"}}", subtype);
+            *next = pos + 5 + size;
+            return put(o, text, n);
+        }
+        case 0x0B: { /* regex: two C strings; the known flags, in json_util's order */
+            const unsigned char *p = memchr(raw + pos, 0, end - pos);
+            if (p == NULL) return FALLBACK;
+            Py_ssize_t flags = p - raw + 1;
+            const unsigned char *q = memchr(raw + flags, 0, end - flags);
+            if (q == NULL) return FALLBACK;
+            if (PUT(o, "{\"$regularExpression\": {\"pattern\": ")) return -1;
+            rc = put_string(o, raw + pos, p - raw - pos);
+            if (rc) return rc;
+            if (PUT(o, ", \"options\": \"")) return -1;
+            for (const char *f = "ilmsux"; *f; f++) {
+                if (memchr(raw + flags, *f, q - raw - flags) && put(o, f, 1)) return -1;
+            }
+            *next = q - raw + 1;
+            return PUT(o, "\"}}");
+        }
+        case 0x0D: /* code */
+            if (PUT(o, "{\"$code\": ")) return -1;
+            rc = put_bson_string(o, raw, pos, end, next);
+            return rc ? rc : PUT(o, "}");
+        case 0x0F: { /* code with scope: total size, code string, scope document */
+            if (pos + 4 > end) return FALLBACK;
+            int32_t total = i32(raw + pos);
+            Py_ssize_t after;
+            if (total < 14 || pos + total > end) return FALLBACK;
+            if (PUT(o, "{\"$code\": ")) return -1;
+            rc = put_bson_string(o, raw, pos + 4, pos + total, &after);
+            if (rc) return rc;
+            if (PUT(o, ", \"$scope\": ")) return -1;
+            rc = put_document(o, raw, len, after, relaxed, 0, 0, depth + 1, next);
+            if (rc) return rc;
+            if (*next != pos + total) return FALLBACK;
+            return PUT(o, "}");
+        }
+        case 0x0C: { /* DBPointer: pymongo decodes it to a DBRef */
+            Py_ssize_t after;
+            if (PUT(o, "{\"$ref\": ")) return -1;
+            rc = put_bson_string(o, raw, pos, end, &after);
+            if (rc) return rc;
+            if (after + 12 > end) return FALLBACK;
+            if (PUT(o, ", \"$id\": ") || put_oid(o, raw + after)) return -1;
+            *next = after + 12;
+            return PUT(o, "}");
+        }
+        case 0xFF:
+            *next = pos;
+            return PUT(o, "{\"$minKey\": 1}");
+        case 0x7F:
+            *next = pos;
+            return PUT(o, "{\"$maxKey\": 1}");
+        default: /* Decimal128 (0x13), unknown types: the walker */
+            return FALLBACK;
+    }
+}
+
+static int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
+                        int relaxed, int is_array, int top, int depth, Py_ssize_t *next) {
+    if (depth > MAX_DEPTH || start + 5 > len) return FALLBACK;
+    int32_t size = i32(raw + start);
+    Py_ssize_t end = start + size - 1;
+    if (size < 5 || end >= len || raw[end] != 0) return FALLBACK;
+    if (!top && !is_array) {
+        /* "$ref" as a name (or inside a value, which only costs the walker's time) */
+        const unsigned char *p = raw + start + 4;
+        while ((p = memchr(p, '$', raw + end - p)) != NULL) {
+            if (raw + end - p >= 5 && memcmp(p, "$ref", 5) == 0) return FALLBACK;
+            p++;
+        }
+    }
+    if (put(o, is_array ? "[" : "{", 1)) return -1;
+    Py_ssize_t pos = start + 4;
+    int first = 1, rc;
+    while (pos < end) {
+        int kind = raw[pos];
+        const unsigned char *nul = memchr(raw + pos + 1, 0, end - pos - 1);
+        if (nul == NULL) return FALLBACK;
+        if (!first && PUT(o, ", ")) return -1;
+        first = 0;
+        if (!is_array) {
+            rc = put_string(o, raw + pos + 1, nul - raw - pos - 1);
+            if (rc) return rc;
+            if (PUT(o, ": ")) return -1;
+        }
+        rc = put_value(o, raw, len, kind, nul - raw + 1, end, relaxed, depth, &pos);
+        if (rc) return rc;
+    }
+    if (pos != end) return FALLBACK;
+    *next = end + 1;
+    return put(o, is_array ? "]" : "}", 1);
+}
+
+static PyObject *dumps(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    int relaxed;
+    if (!PyArg_ParseTuple(args, "y*p:dumps", &view, &relaxed)) return NULL;
+    Out o = {NULL, 0, 0};
+    Py_ssize_t next = 0;
+    int rc = put_document(&o, view.buf, view.len, 0, relaxed, 0, 1, 0, &next);
+    PyObject *result;
+    if (rc == 0 && next == view.len) {
+        result = PyUnicode_DecodeASCII(o.buf, o.len, "strict");
+    } else if (rc >= 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = NULL;
+    }
+    PyMem_Free(o.buf);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"dumps", dumps, METH_VARARGS,
+     "dumps(raw, relaxed, /): Extended JSON of one BSON document, or None (the walker's case)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ejson", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__ejson(void) { return PyModule_Create(&module); }
