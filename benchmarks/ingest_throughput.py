@@ -17,7 +17,9 @@ What it measures:
   delta-rs overwrite-by-predicate (delete the keys, append the rows, one commit).
 * **Sinks alone** (no Spark): the same events as Arrow batches into
   :class:`~shardstream.spark.delta.sink.LakehouseSink`, split into change-log append,
-  mirror preparation (read the touched rows + apply) and mirror MERGE.
+  mirror preparation (read the touched rows + apply) and mirror MERGE; then the tables'
+  active file counts before and after one compaction (``--optimize-every``'s work).
+  The Spark runs compact nothing (``optimize_every=0``) and report their file counts.
 
 The corpus is written once as ``<shard>.oplog.bson`` files, so every Spark task reads
 files rather than re-running the simulator.
@@ -43,6 +45,7 @@ from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.maintenance import TableMaintenance, active_files
 from shardstream.spark.delta.sink import BatchOutcome, LakehouseSink
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.source.rows import events_to_batch
@@ -79,8 +82,10 @@ def main() -> None:
     (work / "oplog-option").write_text(oplog)
     _sinks_alone(oplog, args.batch, work / "sinks-alone")
     print(f"\nSpark ingest, maxEventsPerTrigger {args.batch}:")
-    print("| master | partitions | events | batches | wall s | steady events/s |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| master | partitions | events | batches | wall s | steady events/s | files log, mirror |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for master, mode in CONFIGS:
         command = [
             sys.executable,
@@ -103,7 +108,8 @@ def main() -> None:
         )
         print(
             f"| {master} | {mode} | {result['events']} | {result['batches']} | "
-            f"{result['wall']:.1f} | {result['steady']:,.0f} |"
+            f"{result['wall']:.1f} | {result['steady']:,.0f} | "
+            f"{result['files']['changelog']}, {result['files']['mirror']} |"
         )
 
 
@@ -147,6 +153,12 @@ def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
         print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
     total = sum(sum(seconds) for seconds in phases.values())
     print(f"  all phases: {len(events) / total:,.0f} events/s")
+    # The small-file problem: a file (or more) per batch until compaction folds them.
+    started = time.perf_counter()
+    runs = TableMaintenance(1).run([root / "changelog", root / "mirror"])
+    took = time.perf_counter() - started
+    counts = ", ".join(f"{Path(m.table).name} {m.files_before} -> {m.files_after}" for m in runs)
+    print(f"  files after {len(tables)} batches, then one compaction ({took:.2f} s): {counts}")
 
 
 def _mirror_strategies(rows: int, changed: int) -> None:
@@ -235,7 +247,8 @@ def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any
     root = work / f"lake-{master[6]}-{mode}"
     progress = _RecordingProgress()
     started = time.perf_counter()
-    run_ingest(spark, IngestSettings(table=root, source_options=options, bounded=True), progress)
+    settings = IngestSettings(table=root, source_options=options, bounded=True, optimize_every=0)
+    run_ingest(spark, settings, progress)
     wall = time.perf_counter() - started
     spark.stop()
     marks = progress.marks
@@ -246,6 +259,7 @@ def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any
         "batches": progress.totals.batches,
         "wall": wall,
         "steady": steady_events / steady_time if steady_time else float("nan"),
+        "files": {name: active_files(root / name) for name in ("changelog", "mirror")},
     }
 
 

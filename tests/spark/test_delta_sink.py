@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from shardstream.errors import SinkError
+from shardstream.errors import ConfigurationError, SinkError
 from shardstream.spark.delta.commits import WATERMARK_KEY, transaction_app_id
+from shardstream.spark.delta.maintenance import active_files
 from shardstream.spark.delta.mirror_check import mirror_state
 from shardstream.spark.delta.sink import LakehouseSink, resume_watermark
 from shardstream.spark.source.rows import PUBLIC_COLUMNS
@@ -140,3 +141,43 @@ def _commit(app: str, batch_id: int, batch: pa.Table):  # type: ignore[no-untype
     from shardstream.spark.delta.commits import BatchCommit
 
     return BatchCommit(app_id=app, batch_id=batch_id, watermark=batch["_id"][-1].as_py())
+
+
+def test_maintenance_compacts_both_tables_and_keeps_the_exactly_once_markers(
+    tmp_path: Path,
+) -> None:
+    batches = event_batches(_EVENTS, 15)
+    plain, maintained = tmp_path / "plain", tmp_path / "maintained"
+    without = LakehouseSink(plain, "app-1")
+    with_maintenance = LakehouseSink(maintained, "app-1", optimize_every=4)
+    runs = []
+    for batch_id, batch in enumerate(batches):
+        without.write_batch(batch, batch_id)
+        runs.append(with_maintenance.write_batch(batch, batch_id).maintained)
+    assert len(batches) > 12
+    assert [bool(run) for run in runs] == [(i + 1) % 4 == 0 for i in range(len(batches))]
+    assert all(m.files_after <= m.files_before for run in runs for m in run)
+    assert all(m.files_after == 1 for run in runs for m in run if m.table.endswith("changelog"))
+    # Same contents, far fewer files.
+    assert _changelog_tokens(maintained) == _changelog_tokens(plain) == _TOKENS
+    assert mirror_state(_mirror(maintained)) == mirror_state(_mirror(plain))
+    assert mirror_state(_mirror(maintained)) == expected_state(_RESULT)
+    # This small mirror is one file that each MERGE rewrites; the change log grows a file
+    # a batch and is compacted back to one.
+    assert active_files(maintained / "changelog") < active_files(plain / "changelog")
+    for name in ("changelog", "mirror"):
+        assert active_files(maintained / name) <= active_files(plain / name)
+        assert active_files(maintained / name) <= 4  # at most the batches since the last run
+        table = DeltaTable(str(maintained / name))
+        assert table.transaction_version(transaction_app_id("app-1", name)) == len(batches) - 1
+    # The markers survive the maintenance commits: a restart reads the watermark back and
+    # skips a replayed batch.
+    assert resume_watermark(maintained) == _TOKENS[-1]
+    replay = LakehouseSink(maintained, "app-1", optimize_every=4).write_batch(batches[7], 7)
+    assert replay.changelog_rows is None
+    assert replay.mirror is None
+
+
+def test_a_negative_maintenance_interval_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="expected --optimize-every N with N >= 0, got -1"):
+        LakehouseSink(tmp_path, "app-1", optimize_every=-1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 
@@ -9,6 +10,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.resume_token import ResumeTokenData, encode_token
 from shardstream.resume_token.token_data import TokenType
+from shardstream.spark.delta.maintenance import Maintained
 from shardstream.spark.delta.mirror import MirrorWrite
 from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.progress import IngestProgress, watermark_lag
@@ -58,3 +60,14 @@ def test_lag_is_wall_clock_minus_the_watermarks_cluster_time() -> None:
     )
     later = now + datetime.timedelta(days=2, hours=5)
     assert watermark_lag(_token(1_700_000_000), later).endswith("(lag 2d 5h)")
+
+
+def test_a_maintenance_run_gets_a_line_of_its_own() -> None:
+    out = io.StringIO()
+    progress = IngestProgress(out, interactive=False, clock=lambda: 100.0)
+    runs = (Maintained("/t/changelog", 100, 1), Maintained("/t/mirror", 40, 3))
+    outcome = dataclasses.replace(_outcome(5, _token(1_700_000_000)), batch_id=99, maintained=runs)
+    progress.batch(outcome)
+    assert out.getvalue() == (
+        "ingest: compacted after batch 99: changelog 100 -> 1 files, mirror 40 -> 3 files\n"
+    )

@@ -43,13 +43,13 @@ _INSERTS_HINT = (
 
 
 def measure_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """:func:`measure_latency` with the options of :mod:`shardstream.cli.bench`."""
+    """:func:`_measure_latency` with the options of :mod:`shardstream.cli.bench`."""
     if args.start_at_operation_time or args.since_seconds is not None:
         raise ConfigurationError(
             "expected --duration (live tail, from now) or a window start "
             "(--start-at-operation-time, --since-seconds), got both"
         )
-    return measure_latency(
+    return _measure_latency(
         args.uri,
         write_rate=args.write_rate,
         duration_s=args.duration,
@@ -62,7 +62,7 @@ def measure_from_args(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def measure_latency(
+def _measure_latency(
     uri: str,
     *,
     write_rate: float,

@@ -114,10 +114,10 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         choices=["thread", "process"],
         help="each stream read in its own process (default: no shared GIL) or thread",
     )
-    bench.set_defaults(handler=run_bench)
+    bench.set_defaults(handler=_run_bench)
 
 
-def run_bench(args: argparse.Namespace) -> int:
+def _run_bench(args: argparse.Namespace) -> int:
     """Run ``bench``; errors end it with exit code 1 and one line on stderr."""
     if args.uri and args.duration is not None:
         return _run_latency(args)

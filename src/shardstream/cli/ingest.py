@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
+from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
 
 if TYPE_CHECKING:
     from shardstream.spark.delta.sink import CrashPoint
@@ -70,6 +71,14 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default="merged",
         help="one task running the merger, or tasks per shard (default merged)",
     )
+    ingest.add_argument(
+        "--optimize-every",
+        type=int,
+        default=DEFAULT_OPTIMIZE_EVERY,
+        metavar="N",
+        help="compact both tables and checkpoint their logs after every N batches, so "
+        f"thousands of batches leave few files (default {DEFAULT_OPTIMIZE_EVERY}; 0: never)",
+    )
     ingest.add_argument("--checkpoint", metavar="DIR", help="default: PATH/_checkpoint")
     ingest.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     ingest.add_argument(
@@ -80,7 +89,7 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         action="store_true",
         help="skip (and count) updates of documents the mirror never held, instead of failing",
     )
-    ingest.set_defaults(handler=run_ingest_command)
+    ingest.set_defaults(handler=_run_ingest_command)
 
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
@@ -102,6 +111,10 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     if args.max_events_per_batch < 1:
         raise ConfigurationError(
             f"expected --max-events-per-batch >= 1, got {args.max_events_per_batch}"
+        )
+    if args.optimize_every < 0:
+        raise ConfigurationError(
+            f"expected --optimize-every N with N >= 0, got {args.optimize_every}"
         )
     options: dict[str, str] = {}
     if args.uri:
@@ -134,7 +147,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def run_ingest_command(args: argparse.Namespace) -> int:
+def _run_ingest_command(args: argparse.Namespace) -> int:
     """Run ``ingest``; errors end it with exit code 1 and one line on stderr."""
     try:
         options = source_options(args)
@@ -158,6 +171,7 @@ def run_ingest_command(args: argparse.Namespace) -> int:
         checkpoint=Path(args.checkpoint) if args.checkpoint else None,
         trigger_interval=args.trigger_interval,
         strict=not args.lenient_mirror,
+        optimize_every=args.optimize_every,
         crash_at_for_test=crash,
     )
     try:

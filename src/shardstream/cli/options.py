@@ -52,7 +52,7 @@ def options_from_args(args: argparse.Namespace) -> ChangeStreamOptions:
         show_system_events=args.show_system_events,
         show_migration_events=args.show_migration_events,
         show_raw_update_description=args.show_raw_update_description,
-        server_version=parse_server_version(args.server_version),
+        server_version=_parse_server_version(args.server_version),
         token_version=args.token_version,
         start_at_operation_time=(
             parse_timestamp(args.start_at_operation_time) if args.start_at_operation_time else None
@@ -62,7 +62,7 @@ def options_from_args(args: argparse.Namespace) -> ChangeStreamOptions:
     )
 
 
-def parse_server_version(text: str) -> tuple[int, int]:
+def _parse_server_version(text: str) -> tuple[int, int]:
     """``8.0`` -> (8, 0)."""
     major, sep, minor = text.partition(".")
     if not sep or not major.isdigit() or not minor.isdigit():

@@ -45,10 +45,10 @@ def add_replay_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     add_json_option(replay)
     add_stream_options(replay)
-    replay.set_defaults(handler=run_replay)
+    replay.set_defaults(handler=_run_replay)
 
 
-def run_replay(args: argparse.Namespace) -> int:
+def _run_replay(args: argparse.Namespace) -> int:
     """Run ``replay``; errors end it with exit code 1 and one line on stderr."""
     try:
         options = options_from_args(args)

@@ -58,10 +58,10 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     parser.add_argument(
         "--stats", action="store_true", help="print throughput and per-shard lag to stderr"
     )
-    parser.set_defaults(handler=run_watch)
+    parser.set_defaults(handler=_run_watch)
 
 
-def run_watch(args: argparse.Namespace) -> int:
+def _run_watch(args: argparse.Namespace) -> int:
     """Run ``watch`` until interrupted (or ``--max-events``); errors exit 1 with one line."""
     # Imported here: pymongo is only needed once a command talks to a cluster, and every
     # command's start-up would otherwise pay for it (see shardstream/__init__.py).
@@ -75,7 +75,7 @@ def run_watch(args: argparse.Namespace) -> int:
             read_preference=args.read_preference,
             monitor_shards=not args.no_shard_monitor,
             tailer=args.tailer,
-            **watch_arguments(options),
+            **_watch_arguments(options),
         ) as stream:
             _follow(stream, args, sys.stdout, sys.stderr)
     except ShardstreamError as exc:
@@ -86,7 +86,7 @@ def run_watch(args: argparse.Namespace) -> int:
     return 0
 
 
-def watch_arguments(options: ChangeStreamOptions) -> dict[str, Any]:
+def _watch_arguments(options: ChangeStreamOptions) -> dict[str, Any]:
     """The ``watch()`` keywords that reproduce ``options``."""
     arguments: dict[str, Any] = {
         "db": options.db,

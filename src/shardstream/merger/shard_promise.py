@@ -44,7 +44,7 @@ class ShardPromise:
         self._start = start
         self._history_checked = start is None or history_checked
         self._last_event: ResumeToken | None = None
-        self.token: ResumeToken | None = initial_promise(options)
+        self.token: ResumeToken | None = _initial_promise(options)
         self.source_promise: Timestamp | None = None
 
     @classmethod
@@ -136,7 +136,7 @@ def check_history(name: str, first_ts: object, start: Timestamp | None) -> None:
         )
 
 
-def initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
+def _initial_promise(options: ChangeStreamOptions) -> ResumeToken | None:
     """The promise before any entry is read: the stream's start point, as on a shard.
 
     The server seeds a shard cursor's postBatchResumeToken with the start token.  An

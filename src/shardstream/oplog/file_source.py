@@ -5,29 +5,56 @@ The file is read in order; after each batch the promise is the last entry's ``ts
 follow).  The end of the file exhausts the source.  Older entries are read back
 by rescanning the file, which only transactions that began before the stream's
 start need.
+
+With ``raw_entries`` (BSON files only) the entries are ``RawBSONDocument`` s of the file's
+bytes, which the merge reads through the fast path; as for a live raw tailer, the fast
+pipeline checks every entry's ``ts`` order from the bytes, and this source reads only each
+batch's last one (its promise).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from contextlib import closing
 from typing import Any
 
+from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
-from shardstream.errors import OplogError
-from shardstream.oplog.file_reader import InputFormat, read_oplog_file
+from shardstream.errors import ConfigurationError, OplogError
+from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, InputFormat, read_oplog_file
+from shardstream.oplog.raw_file_reader import read_raw_oplog_file
 from shardstream.oplog.source import OplogBatch
+
+# Entries as the file's bytes; values decode as the reference's when read.
+_RAW_OPTIONS = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
 
 
 class FileOplogSource:
-    """Reads ``path`` (concatenated BSON or Extended JSON lines) as shard ``name``."""
+    """Reads ``path`` (concatenated BSON or Extended JSON lines) as shard ``name``.
 
-    def __init__(self, name: str, path: str, input_format: InputFormat | None = None) -> None:
+    Raises:
+        ConfigurationError: ``raw_entries`` for a file that is not BSON.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        path: str,
+        input_format: InputFormat | None = None,
+        *,
+        raw_entries: bool = False,
+    ) -> None:
+        if raw_entries and (input_format or InputFormat.for_path(path)) is not InputFormat.BSON:
+            raise ConfigurationError(
+                f"shard {name!r} ({path}): raw entries need a BSON oplog file, got "
+                f"{(input_format or InputFormat.for_path(path)).value}"
+            )
         self._name = name
         self._path = path
         self._format = input_format
-        self._entries: Generator[Mapping[str, Any], None, None] | None = None
+        self.raw_entries = raw_entries
+        self._entries: Iterator[Mapping[str, Any]] | None = None
         self._last_ts: Timestamp | None = None
         self._done = False
 
@@ -44,6 +71,8 @@ class FileOplogSource:
         """
         if self._done:
             return OplogBatch((), self._last_ts, exhausted=True)
+        if self.raw_entries:
+            return self._next_raw_batch(max_entries)
         if self._entries is None:
             self._entries = read_oplog_file(self._path, self._format)
         batch: list[Mapping[str, Any]] = []
@@ -67,16 +96,50 @@ class FileOplogSource:
         self.close()
         return OplogBatch(batch, self._last_ts, exhausted=True)
 
+    def _next_raw_batch(self, max_entries: int) -> OplogBatch:
+        if self._entries is None:
+            self._entries = _raw_entries(self._path)
+        batch: list[Mapping[str, Any]] = []
+        for entry in self._entries:
+            batch.append(entry)
+            if len(batch) >= max_entries:
+                break
+        else:
+            self._done = True
+            self.close()
+        if batch:
+            ts = batch[-1].get("ts")  # decodes this one entry only
+            if not isinstance(ts, Timestamp):
+                raise OplogError(
+                    f"shard {self._name!r} ({self._path}): expected every entry to have a "
+                    f"Timestamp ts, got {ts!r:.60} after ts {self._last_ts!r}"
+                )
+            self._last_ts = ts
+        return OplogBatch(batch, self._last_ts, exhausted=self._done)
+
     def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
         """Find the entry at ``ts`` by reading the file again from the start."""
-        with closing(read_oplog_file(self._path, self._format)) as entries:
-            for entry in entries:
+        entries = _raw_entries(self._path) if self.raw_entries else None
+        with closing(entries or read_oplog_file(self._path, self._format)) as found:
+            for entry in found:
                 if entry.get("ts") == ts:
                     return entry
         return None
 
     def close(self) -> None:
         """Close the file."""
-        if self._entries is not None:
+        if isinstance(self._entries, Generator):
             self._entries.close()
-            self._entries = None
+        self._entries = None
+
+
+def _raw_entries(path: str) -> Generator[RawBSONDocument, None, None]:
+    chunks = read_raw_oplog_file(path)
+    try:
+        for chunk in chunks:
+            for document in chunk:
+                yield RawBSONDocument(document, _RAW_OPTIONS)
+    finally:
+        close = getattr(chunks, "close", None)  # a generator: closing it closes the file
+        if close is not None:
+            close()

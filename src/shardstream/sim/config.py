@@ -17,7 +17,7 @@ MAX_SHARDS: Final = 64
 PRIMARY_SHARD: Final = "shard0"
 
 
-def shard_name(index: int) -> str:
+def _shard_name(index: int) -> str:
     """The name of the shard at ``index`` (its ``config.shards`` ``_id``)."""
     return f"shard{index}"
 
@@ -198,12 +198,12 @@ class SimulationConfig:
     @property
     def shard_names(self) -> tuple[str, ...]:
         """The shards present from the start."""
-        return tuple(shard_name(i) for i in range(self.shards))
+        return tuple(_shard_name(i) for i in range(self.shards))
 
     @property
     def added_shard(self) -> str | None:
         """The shard added mid-run, if any."""
-        return shard_name(self.shards) if self.add_shard_at is not None else None
+        return _shard_name(self.shards) if self.add_shard_at is not None else None
 
     @property
     def all_shard_names(self) -> tuple[str, ...]:

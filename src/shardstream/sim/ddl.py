@@ -22,7 +22,7 @@ _ID_INDEX = {"v": 2, "key": {"_id": 1}, "name": "_id_"}
 _SECONDARY_INDEX = "status_1"
 
 
-def shard_key_pattern(coll: CollectionState) -> dict[str, Any]:
+def _shard_key_pattern(coll: CollectionState) -> dict[str, Any]:
     """The shard-key pattern, e.g. ``{region: 1, _id: 1}`` or ``{uid: "hashed"}``."""
     spec = coll.spec
     return {
@@ -31,11 +31,11 @@ def shard_key_pattern(coll: CollectionState) -> dict[str, Any]:
     }
 
 
-def index_specs(coll: CollectionState) -> list[dict[str, Any]]:
+def _index_specs(coll: CollectionState) -> list[dict[str, Any]]:
     """The collection's indexes besides ``_id``: the shard-key index, then ``status_1``."""
     specs: list[dict[str, Any]] = []
     if coll.spec.sharded:
-        pattern = shard_key_pattern(coll)
+        pattern = _shard_key_pattern(coll)
         name = "_".join(f"{field}_{kind}" for field, kind in pattern.items())
         specs.append({"v": 2, "key": pattern, "name": name})
     specs.append({"v": 2, "key": {"status": 1}, "name": _SECONDARY_INDEX})
@@ -51,7 +51,7 @@ def ensure_collection(world: World, shard: str, coll: CollectionState, *, fm: bo
     world.write(
         shard, entries.command(db, coll.ui, {"create": coll.name, "idIndex": _ID_INDEX}, fm=fm)
     )
-    for spec in index_specs(coll):
+    for spec in _index_specs(coll):
         world.write(
             shard, entries.command(db, coll.ui, {"createIndexes": coll.name, **spec}, fm=fm)
         )
@@ -62,7 +62,7 @@ def shard_collection(world: World, primary: str, coll: CollectionState) -> None:
     """Write the ``shardCollection`` no-op on the primary shard (8.0 layout, with ``capped``)."""
     o2 = {
         "shardCollection": coll.ns,
-        "shardKey": shard_key_pattern(coll),
+        "shardKey": _shard_key_pattern(coll),
         "unique": False,
         "numInitialChunks": Int64(0),
         "presplitHashedZones": False,

@@ -23,7 +23,7 @@ NULL_OP_TIME: Final = {"ts": Timestamp(0, 0), "t": Int64(-1)}
 Body = dict[str, Any]
 
 
-def wall_of(ts: Timestamp) -> datetime.datetime:
+def _wall_of(ts: Timestamp) -> datetime.datetime:
     """The entry's ``wall``: the timestamp's seconds as a UTC datetime."""
     return datetime.datetime.fromtimestamp(ts.time, tz=datetime.UTC)
 
@@ -37,7 +37,7 @@ def stamp(body: Mapping[str, Any], ts: Timestamp, prev: Timestamp | None = None)
         prev: for a transaction entry, the ``ts`` of the previous entry of the same
             transaction (``prevOpTime``); pass ``Timestamp(0, 0)`` for the first one.
     """
-    entry = {**body, "ts": ts, "t": TERM, "v": OPLOG_VERSION, "wall": wall_of(ts)}
+    entry = {**body, "ts": ts, "t": TERM, "v": OPLOG_VERSION, "wall": _wall_of(ts)}
     if prev is not None:
         entry["prevOpTime"] = (
             dict(NULL_OP_TIME) if prev == Timestamp(0, 0) else {"ts": prev, "t": TERM}

@@ -22,7 +22,7 @@ _PICK_ATTEMPTS = 4
 Target = tuple[CollectionState, Chunk]
 
 
-def chunks_on(world: World, shard: str, *, with_documents: bool, in_txn: bool) -> list[Target]:
+def _chunks_on(world: World, shard: str, *, with_documents: bool, in_txn: bool) -> list[Target]:
     """The (collection, chunk) pairs ``shard`` owns, in a stable order.
 
     Args:
@@ -46,7 +46,7 @@ def pick_document(
     world: World, shard: str, *, in_txn: bool = False
 ) -> tuple[CollectionState, bytes] | None:
     """A random unlocked document ``shard`` owns (chunks weighted by size), or None."""
-    candidates = chunks_on(world, shard, with_documents=True, in_txn=in_txn)
+    candidates = _chunks_on(world, shard, with_documents=True, in_txn=in_txn)
     if not candidates:
         return None
     total = sum(len(chunk.keys) for _, chunk in candidates)
@@ -66,7 +66,7 @@ def make_document(
     world: World, shard: str, *, in_txn: bool = False
 ) -> tuple[CollectionState, dict[str, Any]] | None:
     """A new document that routes to ``shard`` (in a random collection it owns chunks of)."""
-    candidates = chunks_on(world, shard, with_documents=False, in_txn=in_txn)
+    candidates = _chunks_on(world, shard, with_documents=False, in_txn=in_txn)
     if not candidates:
         return None
     names = list(dict.fromkeys(coll.name for coll, _ in candidates))

@@ -160,7 +160,7 @@ def shard_uri(base_uri: str, set_name: str | None, hosts: Sequence[str]) -> str:
     return f"mongodb://{userinfo}{','.join(hosts)}/{database}?{query}"
 
 
-def list_shard_documents(client: MongoClient[Any]) -> list[Mapping[str, Any]]:
+def _list_shard_documents(client: MongoClient[Any]) -> list[Mapping[str, Any]]:
     """The shard documents from ``listShards``, or from ``config.shards`` if refused.
 
     Raises:
@@ -182,7 +182,7 @@ def list_shard_documents(client: MongoClient[Any]) -> list[Mapping[str, Any]]:
         ) from None
 
 
-def read_cluster_time(client: MongoClient[Any]) -> Timestamp:
+def _read_cluster_time(client: MongoClient[Any]) -> Timestamp:
     """The cluster's current time: ``operationTime`` (or ``$clusterTime``) of a ``ping``.
 
     Raises:
@@ -235,13 +235,13 @@ def discover_cluster(
 
 
 def _discover(client: MongoClient[Any], base_uri: str | None) -> ClusterInfo:
-    cluster_time = read_cluster_time(client)
+    cluster_time = _read_cluster_time(client)
     if base_uri is None:  # the client knows its addresses only once it has connected
         address = ",".join(f"{host}:{port}" for host, port in sorted(client.nodes))
         base_uri = f"mongodb://{address or 'localhost'}/"
     info = ClusterInfo((), cluster_time, base_uri=base_uri)
     shards = []
-    for doc in list_shard_documents(client):
+    for doc in _list_shard_documents(client):
         name, host = doc.get("_id"), doc.get("host")
         if not isinstance(name, str) or not isinstance(host, str):
             raise OplogError(f"expected shard documents with string _id and host, got {doc!r:.120}")

@@ -165,14 +165,14 @@ def _append_fields(
     for name, field_value in document.items():
         if not isinstance(name, str) or "\x00" in name:
             raise ResumeTokenError(f"expected a field name without NUL, got {name!r}")
-        out.append(generic_ctype(field_value))
+        out.append(_generic_ctype(field_value))
         out += name.encode()
         out.append(0)
         append_value(out, bits, field_value, depth + 1)
     out.append(0)
 
 
-def generic_ctype(value: Any) -> int:
+def _generic_ctype(value: Any) -> int:
     """Return the CType that precedes a field holding ``value`` inside a document.
 
     It is the first CType of the value's type family: every number gets 0x1E and
@@ -250,7 +250,7 @@ def _date_millis(value: datetime.datetime | DatetimeMS) -> int:
     return seconds * 1000 + value.microsecond // 1000
 
 
-def decode_value(reader: ByteReader, bits: TypeBitsReader, depth: int = 0) -> Any:
+def _decode_value(reader: ByteReader, bits: TypeBitsReader, depth: int = 0) -> Any:
     """Read one value (CType and payload) and return it with its exact BSON type.
 
     Raises:
@@ -277,7 +277,7 @@ def decode_value_of_ctype(code: int, reader: ByteReader, bits: TypeBitsReader, d
     if code == ctype.ARRAY:
         elements = []
         while reader.peek() != 0:
-            elements.append(decode_value(reader, bits, depth + 1))
+            elements.append(_decode_value(reader, bits, depth + 1))
         reader.read_byte()
         return elements
     simple = _SIMPLE_VALUES.get(code, _NO_VALUE)
@@ -350,7 +350,7 @@ def _read_fields(reader: ByteReader, bits: TypeBitsReader, depth: int) -> dict[s
         name = _utf8(reader.read_cstring(), "field name")
         value_code = reader.read_byte()
         value = decode_value_of_ctype(value_code, reader, bits, depth + 1)
-        if generic_ctype(value) != generic:
+        if _generic_ctype(value) != generic:
             raise ResumeTokenError(
                 f"invalid KeyString: field {name!r} announces CType {generic:#04x} but holds "
                 f"CType {value_code:#04x}"

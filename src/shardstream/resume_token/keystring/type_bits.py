@@ -46,10 +46,10 @@ class TypeBitsWriter:
         """Return the ``_typeBits`` payload, or None when every bit is 0."""
         if not self.value:
             return None
-        return serialize_type_bits(self.value.to_bytes((self.count + 7) // 8, "little"))
+        return _serialize_type_bits(self.value.to_bytes((self.count + 7) // 8, "little"))
 
 
-def serialize_type_bits(data: bytes) -> bytes:
+def _serialize_type_bits(data: bytes) -> bytes:
     """Frame raw type-bit data bytes the way the server stores them."""
     size = len(data)
     if size == 1 and not data[0] & 0x80:

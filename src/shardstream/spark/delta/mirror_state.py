@@ -125,7 +125,7 @@ def document_id(document_key: str) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def namespace_target(event: Mapping[str, Any]) -> Namespace:
+def _namespace_target(event: Mapping[str, Any]) -> Namespace:
     """A rename's ``to`` namespace."""
     text = event.get("to")
     try:
@@ -150,7 +150,7 @@ def batch_needs(events: Sequence[Mapping[str, Any]]) -> BatchNeeds:
         elif operation in ("drop", "rename"):
             namespaces.add(_namespace(event))
             if operation == "rename":
-                namespaces.add(namespace_target(event))
+                namespaces.add(_namespace_target(event))
         elif operation == "dropDatabase":
             databases.add(_database(event))
     return BatchNeeds(frozenset(keys), frozenset(namespaces), frozenset(databases))
@@ -224,7 +224,7 @@ def _apply_namespace_event(
         gone = _rows_of(current, _namespace(event))
     moved: list[MirrorRow] = []
     if operation == "rename":
-        target = namespace_target(event)
+        target = _namespace_target(event)
         moved = [row for key in gone if (row := current[key]) is not None]
         gone += _rows_of(current, target)
         for row in moved:

@@ -27,9 +27,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.changelog import DeltaChangelog
+from shardstream.spark.delta.changelog import CHANGELOG_TABLE, DeltaChangelog
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.mirror import DeltaMirror, MirrorWrite
+from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
+from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror, MirrorWrite
 from shardstream.spark.source.rows import EVENT_SCHEMA
 
 
@@ -51,6 +52,7 @@ class BatchOutcome:
         watermark: the last event's token (None: empty batch, nothing written).
         changelog_rows: rows appended (None: the table already had the batch).
         mirror: what the mirror did (None: the table already had the batch).
+        maintained: the tables compacted after this batch (empty: none was due).
     """
 
     batch_id: int
@@ -58,6 +60,7 @@ class BatchOutcome:
     watermark: str | None
     changelog_rows: int | None
     mirror: MirrorWrite | None
+    maintained: tuple[Maintained, ...] = ()
 
 
 class LakehouseSink:
@@ -67,6 +70,8 @@ class LakehouseSink:
         root: the lakehouse table root (``--table PATH``).
         app_id: the ingest's app id, derived from its checkpoint.
         strict: the mirror refuses updates of documents it does not hold.
+        optimize_every: compact and checkpoint both tables after every this many batches
+            (0: never; see :mod:`shardstream.spark.delta.maintenance`).
         crash_at_for_test: (point, batch id): SIGKILL this process there (kill tests).
     """
 
@@ -76,12 +81,14 @@ class LakehouseSink:
         app_id: str,
         *,
         strict: bool = True,
+        optimize_every: int = 0,
         crash_at_for_test: tuple[CrashPoint, int] | None = None,
     ) -> None:
         self.root = Path(root)
         self.app_id = app_id
         self.changelog = DeltaChangelog(self.root)
         self.mirror = DeltaMirror(self.root, strict=strict)
+        self.maintenance = TableMaintenance(optimize_every)
         self._crash_at = crash_at_for_test
 
     def write_batch(self, events: pa.Table, batch_id: int) -> BatchOutcome:
@@ -100,7 +107,11 @@ class LakehouseSink:
         self._maybe_crash(CrashPoint.BETWEEN_COMMITS, batch_id)
         mirrored = self.mirror.write(prepared, commit) if prepared is not None else None
         self._maybe_crash(CrashPoint.AFTER_COMMITS, batch_id)
-        return BatchOutcome(batch_id, ordered.num_rows, watermark, appended, mirrored)
+        maintained: tuple[Maintained, ...] = ()
+        if self.maintenance.due(batch_id):  # after both commits: a crash here loses nothing
+            tables = [self.root / CHANGELOG_TABLE, self.root / MIRROR_TABLE]
+            maintained = tuple(self.maintenance.run(tables))
+        return BatchOutcome(batch_id, ordered.num_rows, watermark, appended, mirrored, maintained)
 
     def _maybe_crash(self, point: CrashPoint, batch_id: int) -> None:
         if self._crash_at == (point, batch_id):

@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final, TextIO
 
 from shardstream.spark.delta.commits import watermark_cluster_time
@@ -75,6 +76,13 @@ class IngestProgress:
         """Count a batch and redraw (or, not on a terminal, log now and then)."""
         self.totals.add(outcome)
         now = self._clock()
+        if outcome.maintained:  # a line of its own: it explains a slower batch
+            files = ", ".join(
+                f"{Path(m.table).name} {m.files_before} -> {m.files_after} files"
+                for m in outcome.maintained
+            )
+            ending = "\r\x1b[2K" if self._interactive else ""
+            self.out.write(f"{ending}ingest: compacted after batch {outcome.batch_id}: {files}\n")
         if self._interactive:
             self.out.write("\r\x1b[2K" + self.line(now))
             self.out.flush()

@@ -25,6 +25,7 @@ from typing import Any, Final
 from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
+from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 
 CHECKPOINT_DIR: Final = "_checkpoint"
@@ -47,6 +48,7 @@ class IngestSettings:
         checkpoint: Spark's checkpoint directory (default ``<table>/_checkpoint``).
         trigger_interval: a live run's micro-batch interval.
         strict: the mirror refuses updates of documents it never held.
+        optimize_every: compact and checkpoint both tables every this many batches (0: never).
         crash_at_for_test: SIGKILL the process at this point of this batch (kill tests).
     """
 
@@ -56,6 +58,7 @@ class IngestSettings:
     checkpoint: Path | None = None
     trigger_interval: str = "1 second"
     strict: bool = True
+    optimize_every: int = DEFAULT_OPTIMIZE_EVERY
     crash_at_for_test: tuple[CrashPoint, int] | None = None
 
     @property
@@ -154,8 +157,9 @@ class _BatchWriter:
             if self.sink is None:
                 self.sink = LakehouseSink(
                     self.settings.table,
-                    checkpoint_app_id(self.settings.checkpoint_path),
+                    _checkpoint_app_id(self.settings.checkpoint_path),
                     strict=self.settings.strict,
+                    optimize_every=self.settings.optimize_every,
                     crash_at_for_test=self.settings.crash_at_for_test,
                 )
             outcome: BatchOutcome = self.sink.write_batch(frame.toArrow(), batch_id)
@@ -169,7 +173,7 @@ class _BatchWriter:
             raise self.failure
 
 
-def checkpoint_app_id(checkpoint: Path) -> str:
+def _checkpoint_app_id(checkpoint: Path) -> str:
     """``shardstream:<query id>`` from a started query's checkpoint metadata.
 
     A deleted or new checkpoint gets a new query id, hence a new app: its batch ids

@@ -43,6 +43,11 @@ class PositionedSource:
         """The shard's name."""
         return self._source.name
 
+    @property
+    def raw_entries(self) -> bool:
+        """Whether the entries are ``RawBSONDocument`` s (the fast path reads those)."""
+        return bool(getattr(self._source, "raw_entries", False))
+
     def next_batch(self, max_entries: int) -> OplogBatch | None:
         """The next batch, without the entries before the start.
 

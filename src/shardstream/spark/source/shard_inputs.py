@@ -55,7 +55,7 @@ def start_time(options: ChangeStreamOptions) -> Timestamp | None:
     return options.start_at_operation_time
 
 
-def open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSource]:
+def _open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSource]:
     """One source per shard, each able to serve the stream from ``start``."""
     if spec.kind is SourceKind.OPLOG:
         return {
@@ -105,7 +105,7 @@ def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:
     event_filter = compile_pipeline(list(spec.pipeline))
     if spec.kind is not SourceKind.LIVE:
         return MergedStream(
-            open_sources(spec, start_time(options)), options, event_filter=event_filter
+            _open_sources(spec, start_time(options)), options, event_filter=event_filter
         )
     assert spec.uri is not None
     # As watch(URI): the config server's oplog is a remote of the merge, so shards added

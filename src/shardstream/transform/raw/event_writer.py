@@ -60,13 +60,13 @@ _PROBES: Final = (
 )
 
 
-def bson_string(value: str) -> bytes:
+def _bson_string(value: str) -> bytes:
     """A BSON string value: int32 length (with the NUL), UTF-8 bytes, NUL."""
     encoded = value.encode()
     return _INT32.pack(len(encoded) + 1) + encoded + b"\x00"
 
 
-def document_element(name: str, value: Mapping[str, Any]) -> bytes:
+def _document_element(name: str, value: Mapping[str, Any]) -> bytes:
     """One BSON element ``name: value`` (type byte, name, value) for a sub-document."""
     return bson.encode({name: value}, codec_options=EVENT_CODEC_OPTIONS)[4:-1]
 
@@ -112,10 +112,10 @@ class CrudEventTemplate:
         self.id_prefix = _ID_FIELD + _INT32.pack(hex_size + 17) + _DATA_FIELD
         self.id_prefix += _INT32.pack(hex_size + 1)
         self.after_token = (
-            b"\x00\x00\x02operationType\x00" + bson_string(operation_type) + _CLUSTER_TIME_FIELD
+            b"\x00\x00\x02operationType\x00" + _bson_string(operation_type) + _CLUSTER_TIME_FIELD
         )
         db, coll = split_namespace(namespace)
-        self.ns_key = document_element("ns", namespace_field(db, coll)) + _DOCUMENT_KEY_FIELD
+        self.ns_key = _document_element("ns", namespace_field(db, coll)) + _DOCUMENT_KEY_FIELD
         self.fixed_size = (
             4
             + len(self.id_prefix)
@@ -224,7 +224,7 @@ def update_description_element(diff: Mapping[str, Any]) -> bytes:
         TransformError: the diff is malformed.
     """
     description = parse_update_diff(diff, with_disambiguated_paths=False)
-    return document_element("updateDescription", _encodable(description))
+    return _document_element("updateDescription", _encodable(description))
 
 
 def encode_event_document(document: Mapping[str, Any]) -> bytes:

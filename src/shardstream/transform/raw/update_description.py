@@ -54,11 +54,11 @@ class _Unsupported(Exception):
 def update_description_bytes(o: bytes) -> bytes | None:
     """The ``updateDescription`` element of a ``$v:2`` update's ``o``; None for any other update.
 
-    Common diffs are copied (:func:`simple_update_description`); the others are decoded
+    Common diffs are copied (:func:`_simple_update_description`); the others are decoded
     for the reference parser.  None also when the reference would raise: it reports the
     error with the entry's ``ts``.
     """
-    simple = simple_update_description(o)
+    simple = _simple_update_description(o)
     if simple is not None:
         return simple
     try:
@@ -76,7 +76,7 @@ def update_description_bytes(o: bytes) -> bytes | None:
         return None
 
 
-def simple_update_description(o: bytes) -> bytes | None:
+def _simple_update_description(o: bytes) -> bytes | None:
     """The ``updateDescription`` element (type, name, value) of ``o``, or None if not common.
 
     ``o`` is the whole BSON of the entry's ``o`` (length prefix checked by the caller).

@@ -45,7 +45,7 @@ _LEGACY_NOOP_TYPES: Final = ("reshardBegin", "reshardDoneCatchUp")
 _NULL_OPTIME_TS: Final = Timestamp(0, 0)
 
 
-def escape_regex(text: str) -> str:
+def _escape_regex(text: str) -> str:
     """Escape ``text`` the way the server does before putting it in a regex."""
     return "".join("\\" + ch if ch in _REGEX_SPECIALS else ch for ch in text)
 
@@ -72,10 +72,10 @@ class OplogMatch:
         self._options = options
         scope = options.scope
         all_colls = _ALL_COLLECTIONS_SYSTEM if options.show_system_events else _ALL_COLLECTIONS
-        db = escape_regex(options.db) if options.db is not None else ""
+        db = _escape_regex(options.db) if options.db is not None else ""
         if scope is StreamScope.COLLECTION:
             assert options.coll is not None
-            coll = escape_regex(options.coll)
+            coll = _escape_regex(options.coll)
             ns, coll_regex, cmd_ns = rf"^{db}\.{coll}$", rf"^{coll}$", rf"^{db}\.\$cmd$"
         elif scope is StreamScope.DATABASE:
             ns, coll_regex, cmd_ns = rf"^{db}\." + all_colls, "^" + all_colls, rf"^{db}\.\$cmd$"

@@ -58,7 +58,7 @@ def _sort_key_size(token_document: Mapping[str, Any]) -> int:
     return _element_size(SORT_KEY_FIELD, [token_document])
 
 
-def event_bson_size(event: Mapping[str, Any], sort_key: Mapping[str, Any] | None) -> int:
+def _event_bson_size(event: Mapping[str, Any], sort_key: Mapping[str, Any] | None) -> int:
     """Return the event's serialised size, as ``processChangeEventBeforeSplit``.
 
     Args:
@@ -181,7 +181,7 @@ class SplitLargeEventStage:
         """
         sort_key = encode_token(token_data).to_document()
         token_size = len(bson.encode(sort_key, codec_options=_CODEC))
-        size = event_bson_size(event, sort_key if self._with_metadata else None)
+        size = _event_bson_size(event, sort_key if self._with_metadata else None)
         if self._reserve_token_size:
             size += token_size
         resumed = self._resumed_fragment(token_data, fits=size <= self._max_size)

@@ -1,0 +1,90 @@
+"""FileOplogSource(raw_entries=True): the file's bytes as raw documents, merged on the fast path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bson
+import pytest
+from bson.raw_bson import RawBSONDocument
+from bson.timestamp import Timestamp
+
+from shardstream.bench.corpus import oplog_bytes
+from shardstream.errors import ConfigurationError
+from shardstream.merger import MergedStream
+from shardstream.merger.raw.encoded_event import EncodedEvent
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.sim import SimulatedCluster, SimulationConfig
+from shardstream.spark.source.positioned_source import PositionedSource
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
+
+
+def _drain(stream: MergedStream) -> list[ChangeEvent]:
+    events: list[ChangeEvent] = []
+    while not stream.exhausted:
+        events += stream.next_batch(500)[0]
+    stream.close()
+    return events
+
+
+def test_raw_file_sources_merge_to_the_reference_events(tmp_path: Path) -> None:
+    result = SimulatedCluster(SimulationConfig(seed=5, shards=3, operations=400)).run()
+    paths = result.write_oplogs(tmp_path)
+    options = ChangeStreamOptions()
+    reference = _drain(
+        MergedStream({n: FileOplogSource(n, str(p)) for n, p in paths.items()}, options)
+    )
+    raw = _drain(
+        MergedStream(
+            {n: FileOplogSource(n, str(p), raw_entries=True) for n, p in paths.items()}, options
+        )
+    )
+    assert [e.document for e in raw] == [e.document for e in reference]
+    assert [e.token for e in raw] == [e.token for e in reference]
+    assert len(raw) > 300
+
+
+def test_raw_file_sources_take_the_fast_path(tmp_path: Path) -> None:
+    # The benchmark corpus: ObjectId keys, which the fast path writes itself.
+    paths = {}
+    for seed in range(3):
+        paths[f"s{seed}"] = tmp_path / f"s{seed}.bson"
+        paths[f"s{seed}"].write_bytes(oplog_bytes(400, seed=seed))
+    options = ChangeStreamOptions()
+    reference = _drain(
+        MergedStream({n: FileOplogSource(n, str(p)) for n, p in paths.items()}, options)
+    )
+    raw = _drain(
+        MergedStream(
+            {n: FileOplogSource(n, str(p), raw_entries=True) for n, p in paths.items()}, options
+        )
+    )
+    assert [e.document for e in raw] == [e.document for e in reference]
+    assert sum(isinstance(e, EncodedEvent) for e in raw) > len(raw) // 2
+
+
+def test_raw_batches_hold_the_files_bytes_and_promise_the_last_ts(tmp_path: Path) -> None:
+    entries = [{"ts": Timestamp(10, i), "op": "n", "ns": "", "o": {"msg": i}} for i in range(1, 6)]
+    path = tmp_path / "s.bson"
+    path.write_bytes(b"".join(bson.encode(e) for e in entries))
+    source = FileOplogSource("s", str(path), raw_entries=True)
+    first = source.next_batch(3)
+    assert all(isinstance(e, RawBSONDocument) for e in first.entries)
+    assert [e.raw for e in first.entries] == [bson.encode(e) for e in entries[:3]]
+    assert first.promise == Timestamp(10, 3)
+    assert not first.exhausted
+    second = source.next_batch(3)
+    assert second.promise == Timestamp(10, 5)
+    assert second.exhausted
+    fetched = source.fetch_entry(Timestamp(10, 2))
+    assert isinstance(fetched, RawBSONDocument)
+    assert fetched.raw == bson.encode(entries[1])
+    positioned = PositionedSource(
+        FileOplogSource("s", str(path), raw_entries=True), entries[0]["ts"]
+    )
+    assert positioned.raw_entries
+
+
+def test_raw_entries_need_a_bson_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="raw entries need a BSON oplog file, got ejson"):
+        FileOplogSource("s", str(tmp_path / "s.jsonl"), raw_entries=True)
