@@ -37,9 +37,10 @@ from bson.timestamp import Timestamp
 from shardstream.errors import MergeError, OplogError
 from shardstream.merger import MergedStream
 from shardstream.resume_token import ResumeToken, decode_token
+from shardstream.spark.source.fast_start import FlooredStream, open_planning_stream
 from shardstream.spark.source.offsets import StreamOffset, data_of, token_of_text, token_text
 from shardstream.spark.source.options import SourceSpec
-from shardstream.spark.source.shard_inputs import ReadBound, open_merged_stream, start_time
+from shardstream.spark.source.shard_inputs import ReadBound, start_time
 from shardstream.transform import ChangeEvent
 from shardstream.transform import fields as f
 
@@ -79,7 +80,7 @@ class BatchPlanner:
     def __init__(self, spec: SourceSpec, *, split_every: int) -> None:
         self._spec = spec
         self._split_every = split_every
-        self._stream: MergedStream | None = None
+        self._stream: MergedStream | FlooredStream | None = None
         self._position: str | None = None  # the watermark the open stream has reached
         self._lookahead: deque[ChangeEvent] = deque()
         self._resume_token: ResumeToken | None = None  # the merge's last postBatchResumeToken
@@ -220,7 +221,7 @@ class BatchPlanner:
         if current:
             return
         self.close()
-        self._stream = open_merged_stream(self._spec, watermark)
+        self._stream = open_planning_stream(self._spec, watermark)
         self._position = watermark
 
     def _next_event(self, wait_until: str | None) -> ChangeEvent | None:

@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost
 from shardstream.oplog.source import OplogBatch, OplogSource
+from shardstream.transform.raw.oplog_entry import elements
+
+_TIMESTAMP = 0x11  # BSON's Timestamp type byte
 
 
 class PositionedSource:
@@ -60,14 +64,14 @@ class PositionedSource:
         entries = batch.entries
         if entries and not self._checked:
             self._checked = True
-            first = entries[0].get("ts")
+            first = entry_ts(entries[0])
             if isinstance(first, Timestamp) and first > self._start:
                 raise ChangeStreamHistoryLost(
                     f"Resume of change stream was not possible, as the resume point may no "
                     f"longer be in the oplog: shard {self.name!r} starts at {first!r}, after "
                     f"the stream's start {self._start!r} (server error 286)"
                 )
-        kept = [entry for entry in entries if entry["ts"] >= self._start]
+        kept = [entry for entry in entries if entry_ts(entry) >= self._start]
         self._positioned = bool(kept) or batch.exhausted
         # A batch wholly before the start still reports its promise: it only moves forward.
         return OplogBatch(kept, batch.promise, batch.exhausted)
@@ -79,3 +83,16 @@ class PositionedSource:
     def close(self) -> None:
         """Close the underlying source."""
         self._source.close()
+
+
+def entry_ts(entry: Mapping[str, Any]) -> Any:
+    """An entry's ``ts``: from a raw entry's bytes without decoding the rest of it."""
+    if not isinstance(entry, RawBSONDocument):
+        return entry.get("ts")
+    raw = entry.raw if isinstance(entry.raw, bytes) else bytes(entry.raw)
+    for kind, name, start, _end in elements(raw, 0) or ():
+        if name == b"ts" and kind == _TIMESTAMP:
+            inc = int.from_bytes(raw[start : start + 4], "little")
+            time = int.from_bytes(raw[start + 4 : start + 8], "little")
+            return Timestamp(time, inc)
+    return entry.get("ts")  # malformed or no ts: as a decoding reader would see it

@@ -55,11 +55,16 @@ def start_time(options: ChangeStreamOptions) -> Timestamp | None:
     return options.start_at_operation_time
 
 
-def _open_sources(spec: SourceSpec, start: Timestamp | None) -> dict[str, OplogSource]:
-    """One source per shard, each able to serve the stream from ``start``."""
+def open_sources(
+    spec: SourceSpec, start: Timestamp | None, *, raw: bool = False
+) -> dict[str, OplogSource]:
+    """One source per shard, each able to serve the stream from ``start``.
+
+    ``raw``: oplog files hand out their bytes (``RawBSONDocument``), for the fast path.
+    """
     if spec.kind is SourceKind.OPLOG:
         return {
-            name: _at_start(FileOplogSource(name, path, spec.input_format), start)
+            name: _at_start(FileOplogSource(name, path, spec.input_format, raw_entries=raw), start)
             for name, path in spec.oplog_paths
         }
     if spec.kind is SourceKind.SIMULATE:
@@ -105,7 +110,7 @@ def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:
     event_filter = compile_pipeline(list(spec.pipeline))
     if spec.kind is not SourceKind.LIVE:
         return MergedStream(
-            _open_sources(spec, start_time(options)), options, event_filter=event_filter
+            open_sources(spec, start_time(options)), options, event_filter=event_filter
         )
     assert spec.uri is not None
     # As watch(URI): the config server's oplog is a remote of the merge, so shards added

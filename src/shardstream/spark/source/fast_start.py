@@ -1,0 +1,114 @@
+"""The source on the fast path: a restart after one of its tokens, as a start at its time.
+
+The fast path refuses resume tokens (``fast_path_applies``): resuming compares tokens on the
+shards. This source only ever restarts after a token of its own stream (a batch's
+watermark, a shard's last event), so "after token T" is the same stream as "from T's cluster
+time, every event above T": the shards start at T's time, which the fast path takes, and the
+events at or below T are dropped here, which is what the shards' resumability check drops
+(byte-identical tokens of several shards included: a batch never ends inside such a group).
+
+It applies when the input is BSON oplog files (raw entries), the user's own start is not a
+resume token (a resumed stream's tokens keep that token's version), ``after`` is no
+invalidate's token (after one the stream restarts with ``startAfter``, which only the
+reference path takes) and the options are otherwise the fast path's.
+
+Only the driver's planner uses it: it reads each event's token, shard and operation type,
+which a fast-path event gives without being decoded. The tasks stay on the reference path:
+their rows need an update's oplog ``o`` (the ``_oplogUpdate`` column the mirror applies),
+which a fast-path event does not carry yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from shardstream.match.evaluator import compile_pipeline
+from shardstream.merger import MergedStream
+from shardstream.oplog import InputFormat
+from shardstream.resume_token import ResumeToken, decode_token
+from shardstream.spark.source.offsets import data_of, token_of_text
+from shardstream.spark.source.options import SourceKind, SourceSpec
+from shardstream.spark.source.shard_inputs import open_merged_stream, open_sources, start_time
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform.raw.pipeline import fast_path_applies
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FastStart:
+    """How to read a range on the fast path.
+
+    Attributes:
+        options: the stream's options, started at the token's time (or as configured).
+        floor: drop events whose token ``_data`` is at or below this ("" = none).
+    """
+
+    options: ChangeStreamOptions
+    floor: str
+
+
+def fast_start(spec: SourceSpec, after: str) -> FastStart | None:
+    """The fast path's start just after ``after`` ("" = as configured), or None."""
+    if spec.kind is not SourceKind.OPLOG or spec.stream.resume_token is not None:
+        return None
+    if any(
+        (spec.input_format or InputFormat.for_path(path)) is not InputFormat.BSON
+        for _, path in spec.oplog_paths
+    ):
+        return None
+    options, floor = spec.stream, ""
+    if after:
+        token = decode_token(token_of_text(after))
+        if token.from_invalidate or token.fragment_num is not None:
+            return None
+        options = options.with_options(start_at_operation_time=token.cluster_time)
+        floor = data_of(after)
+    if not fast_path_applies(options.with_options(merged_by_router=True)):
+        return None
+    return FastStart(options, floor)
+
+
+class FlooredStream:
+    """A merged stream without its events at or below ``floor`` (the planner's view).
+
+    Args:
+        stream: the merged stream, started at the floor token's time.
+        floor: the token ``_data`` to read after ("" = nothing is dropped).
+    """
+
+    def __init__(self, stream: MergedStream, floor: str) -> None:
+        self._stream = stream
+        self._floor = floor
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether the stream has ended."""
+        return self._stream.exhausted
+
+    @property
+    def invalidated(self) -> bool:
+        """Whether the stream has returned an invalidate."""
+        return self._stream.invalidated
+
+    def next_batch(self, max_events: int) -> tuple[list[ChangeEvent], ResumeToken | None]:
+        """The stream's next batch above the floor; its postBatchResumeToken once above it."""
+        events, resume_token = self._stream.next_batch(max_events)
+        floor = self._floor
+        if floor:
+            events = [event for event in events if event.token.data > floor]
+            if resume_token is not None and resume_token.data <= floor:
+                resume_token = None
+        return events, resume_token
+
+    def close(self) -> None:
+        """Close the stream's sources."""
+        self._stream.close()
+
+
+def open_planning_stream(spec: SourceSpec, after: str) -> MergedStream | FlooredStream:
+    """The merged stream just after ``after``: on the fast path where :func:`fast_start` allows."""
+    fast = fast_start(spec, after)
+    if fast is None:
+        return open_merged_stream(spec, after)
+    sources = open_sources(spec, start_time(fast.options), raw=True)
+    event_filter = compile_pipeline(list(spec.pipeline))
+    return FlooredStream(MergedStream(sources, fast.options, event_filter=event_filter), fast.floor)
