@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import bson
@@ -27,18 +28,19 @@ def _drain(stream: MergedStream) -> list[ChangeEvent]:
     return events
 
 
+def _merged_both_ways(paths: Mapping[str, Path]) -> tuple[list[ChangeEvent], list[ChangeEvent]]:
+    """The merged stream of ``paths`` from decoded entries, then from raw ones."""
+    merged = []
+    for raw in (False, True):
+        sources = {n: FileOplogSource(n, str(p), raw_entries=raw) for n, p in paths.items()}
+        merged.append(_drain(MergedStream(sources, ChangeStreamOptions())))
+    return merged[0], merged[1]
+
+
 def test_raw_file_sources_merge_to_the_reference_events(tmp_path: Path) -> None:
     result = SimulatedCluster(SimulationConfig(seed=5, shards=3, operations=400)).run()
     paths = result.write_oplogs(tmp_path)
-    options = ChangeStreamOptions()
-    reference = _drain(
-        MergedStream({n: FileOplogSource(n, str(p)) for n, p in paths.items()}, options)
-    )
-    raw = _drain(
-        MergedStream(
-            {n: FileOplogSource(n, str(p), raw_entries=True) for n, p in paths.items()}, options
-        )
-    )
+    reference, raw = _merged_both_ways(paths)
     assert [e.document for e in raw] == [e.document for e in reference]
     assert [e.token for e in raw] == [e.token for e in reference]
     assert len(raw) > 300
@@ -50,15 +52,7 @@ def test_raw_file_sources_take_the_fast_path(tmp_path: Path) -> None:
     for seed in range(3):
         paths[f"s{seed}"] = tmp_path / f"s{seed}.bson"
         paths[f"s{seed}"].write_bytes(oplog_bytes(400, seed=seed))
-    options = ChangeStreamOptions()
-    reference = _drain(
-        MergedStream({n: FileOplogSource(n, str(p)) for n, p in paths.items()}, options)
-    )
-    raw = _drain(
-        MergedStream(
-            {n: FileOplogSource(n, str(p), raw_entries=True) for n, p in paths.items()}, options
-        )
-    )
+    reference, raw = _merged_both_ways(paths)
     assert [e.document for e in raw] == [e.document for e in reference]
     assert sum(isinstance(e, EncodedEvent) for e in raw) > len(raw) // 2
 
