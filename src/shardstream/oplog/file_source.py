@@ -14,6 +14,7 @@ batch's last one (its promise).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import closing
 from typing import Any
@@ -28,6 +29,7 @@ from shardstream.oplog.source import OplogBatch
 
 # Entries as the file's bytes; values decode as the reference's when read.
 _RAW_OPTIONS = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
+_TIMESTAMP_BYTES = struct.Struct("<II")  # a BSON Timestamp: increment, then time
 
 
 class FileOplogSource:
@@ -77,12 +79,7 @@ class FileOplogSource:
             self._entries = read_oplog_file(self._path, self._format)
         batch: list[Mapping[str, Any]] = []
         for entry in self._entries:
-            ts = entry.get("ts")
-            if not isinstance(ts, Timestamp):
-                raise OplogError(
-                    f"shard {self._name!r} ({self._path}): expected every entry to have a "
-                    f"Timestamp ts, got {ts!r:.60} after ts {self._last_ts!r}"
-                )
+            ts = self._timestamp_of(entry)
             if self._last_ts is not None and ts <= self._last_ts:
                 raise OplogError(
                     f"shard {self._name!r} ({self._path}): expected ts to increase, got {ts!r} "
@@ -108,20 +105,31 @@ class FileOplogSource:
             self._done = True
             self.close()
         if batch:
-            ts = batch[-1].get("ts")  # decodes this one entry only
-            if not isinstance(ts, Timestamp):
-                raise OplogError(
-                    f"shard {self._name!r} ({self._path}): expected every entry to have a "
-                    f"Timestamp ts, got {ts!r:.60} after ts {self._last_ts!r}"
-                )
-            self._last_ts = ts
+            self._last_ts = self._timestamp_of(batch[-1])  # decodes this one entry only
         return OplogBatch(batch, self._last_ts, exhausted=self._done)
+
+    def _timestamp_of(self, entry: Mapping[str, Any]) -> Timestamp:
+        ts = entry.get("ts")
+        if not isinstance(ts, Timestamp):
+            raise OplogError(
+                f"shard {self._name!r} ({self._path}): expected every entry to have a "
+                f"Timestamp ts, got {ts!r:.60} after ts {self._last_ts!r}"
+            )
+        return ts
 
     def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
         """Find the entry at ``ts`` by reading the file again from the start."""
-        entries = _raw_entries(self._path) if self.raw_entries else None
-        with closing(entries or read_oplog_file(self._path, self._format)) as found:
-            for entry in found:
+        if self.raw_entries:
+            # Raw entries are matched by their ts element's bytes first (a decode each
+            # would cost a whole entry's), then confirmed by decoding the one found.
+            element = b"\x11ts\x00" + _TIMESTAMP_BYTES.pack(ts.inc, ts.time)
+            with closing(_raw_entries(self._path)) as raw:
+                for document in raw:
+                    if element in document.raw and document.get("ts") == ts:
+                        return document
+            return None
+        with closing(read_oplog_file(self._path, self._format)) as entries:
+            for entry in entries:
                 if entry.get("ts") == ts:
                     return entry
         return None

@@ -49,11 +49,7 @@ def write_bson_events(
     workers: int = 0,
 ) -> None:
     """Write the stream of ``shards`` (name, path) to ``out`` as concatenated BSON events."""
-    write = _batch_writer(out)
-    with quiet_collector():
-        for batch in _event_batches(shards, input_format, options, workers):
-            write(batch)
-    out.flush()
+    _write_batches(_event_batches(shards, input_format, options, workers), out, lambda batch: batch)
 
 
 def write_json_events(
@@ -71,12 +67,22 @@ def write_json_events(
     :func:`~shardstream.transform.raw.extended_json.bson_to_json`: the text json_util writes
     for the decoded event (a repeated field name, as in ``updatedFields``, kept twice).
     """
+
+    def lines(batch: list[bytes]) -> list[bytes]:
+        text = "\n".join([bson_to_json(event, relaxed=relaxed) for event in batch])
+        return [text.encode("ascii"), b"\n"] if batch else []
+
+    _write_batches(_event_batches(shards, input_format, options, workers), out, lines)
+
+
+def _write_batches(
+    batches: Iterator[list[bytes]], out: BinaryIO, render: Callable[[list[bytes]], list[bytes]]
+) -> None:
+    """Write each batch of BSON events, as ``render`` turns it into the output's pieces."""
     write = _batch_writer(out)
     with quiet_collector():
-        for batch in _event_batches(shards, input_format, options, workers):
-            if batch:
-                lines = "\n".join([bson_to_json(event, relaxed=relaxed) for event in batch])
-                write([lines.encode("ascii"), b"\n"])
+        for batch in batches:
+            write(render(batch))
     out.flush()
 
 

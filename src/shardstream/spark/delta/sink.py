@@ -27,10 +27,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.changelog import CHANGELOG_TABLE, DeltaChangelog
+from shardstream.spark.delta.changelog import DeltaChangelog
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
-from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror, MirrorWrite
+from shardstream.spark.delta.mirror import DeltaMirror, MirrorWrite
 from shardstream.spark.source.rows import EVENT_SCHEMA
 
 
@@ -109,8 +109,7 @@ class LakehouseSink:
         self._maybe_crash(CrashPoint.AFTER_COMMITS, batch_id)
         maintained: tuple[Maintained, ...] = ()
         if self.maintenance.due(batch_id):  # after both commits: a crash here loses nothing
-            tables = [self.root / CHANGELOG_TABLE, self.root / MIRROR_TABLE]
-            maintained = tuple(self.maintenance.run(tables))
+            maintained = tuple(self.maintenance.run([self.changelog.path, self.mirror.path]))
         return BatchOutcome(batch_id, ordered.num_rows, watermark, appended, mirrored, maintained)
 
     def _maybe_crash(self, point: CrashPoint, batch_id: int) -> None:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger import MergedStream
 from shardstream.oplog import InputFormat
 from shardstream.resume_token import ResumeToken, decode_token
 from shardstream.spark.source.offsets import data_of, token_of_text
 from shardstream.spark.source.options import SourceKind, SourceSpec
-from shardstream.spark.source.shard_inputs import open_merged_stream, open_sources, start_time
+from shardstream.spark.source.shard_inputs import offline_merged_stream, open_merged_stream
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.raw.pipeline import fast_path_applies
 
@@ -109,6 +108,4 @@ def open_planning_stream(spec: SourceSpec, after: str) -> MergedStream | Floored
     fast = fast_start(spec, after)
     if fast is None:
         return open_merged_stream(spec, after)
-    sources = open_sources(spec, start_time(fast.options), raw=True)
-    event_filter = compile_pipeline(list(spec.pipeline))
-    return FlooredStream(MergedStream(sources, fast.options, event_filter=event_filter), fast.floor)
+    return FlooredStream(offline_merged_stream(spec, fast.options, raw=True), fast.floor)

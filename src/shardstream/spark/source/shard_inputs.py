@@ -107,11 +107,9 @@ def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> 
 def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:
     """The merged stream of every shard, starting just after ``after``."""
     options = stream_options(spec, after)
-    event_filter = compile_pipeline(list(spec.pipeline))
     if spec.kind is not SourceKind.LIVE:
-        return MergedStream(
-            open_sources(spec, start_time(options)), options, event_filter=event_filter
-        )
+        return offline_merged_stream(spec, options)
+    event_filter = compile_pipeline(list(spec.pipeline))
     assert spec.uri is not None
     # As watch(URI): the config server's oplog is a remote of the merge, so shards added
     # while the query runs are read from their add time, and removed ones fail it.
@@ -135,6 +133,15 @@ def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:
     return MergedStream(
         live.sources, options, lookup=live.lookup, topology=monitor, event_filter=event_filter
     )
+
+
+def offline_merged_stream(
+    spec: SourceSpec, options: ChangeStreamOptions, *, raw: bool = False
+) -> MergedStream:
+    """The merged stream of a file or simulated input with ``options``; ``raw`` as for
+    :func:`open_sources`."""
+    sources = open_sources(spec, start_time(options), raw=raw)
+    return MergedStream(sources, options, event_filter=compile_pipeline(list(spec.pipeline)))
 
 
 def initial_offset(spec: SourceSpec) -> StreamOffset:

@@ -10,3 +10,8 @@ JSON from an event's bytes, its common case in C (``_ejson.c``).
 """
 
 from __future__ import annotations
+
+from shardstream.transform.raw.extended_json import bson_to_json
+from shardstream.transform.raw.pipeline import FastShardPipeline, fast_path_applies
+
+__all__ = ["FastShardPipeline", "bson_to_json", "fast_path_applies"]

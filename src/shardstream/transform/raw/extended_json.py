@@ -29,9 +29,9 @@ from typing import Final
 from bson.decimal128 import Decimal128
 
 try:
-    from shardstream.transform.raw._ejson import dumps as _compiled_dumps
+    from shardstream.transform.raw._ejson import dumps as _compiled
 except ImportError:  # installed without a C compiler: the walker writes everything
-    _compiled_dumps = None  # type: ignore[assignment]
+    _compiled = None  # type: ignore[assignment]
 
 _I32: Final = struct.Struct("<i").unpack_from
 _I64: Final = struct.Struct("<q").unpack_from
@@ -41,12 +41,6 @@ _quote: Final[Callable[[str], str]] = encode_basestring_ascii
 _EPOCH: Final = datetime.datetime(1970, 1, 1)
 _MAX_ISO_MS: Final = 253402300799999  # 9999-12-31T23:59:59.999Z, json_util's _MAX_UTC_MS
 _REGEX_FLAGS: Final = "ilmsux"  # json_util writes the flags it knows, in this order
-_MAX_CACHED_KEYS: Final = 50_000  # names seen often; a map-like document must not grow it forever
-_keys: dict[bytes, str] = {}
-_compiled: Final = _compiled_dumps
-_SMALL_DOCUMENT: Final = 48  # bytes: ns, empty arrays, short nested documents repeat
-_MAX_SMALL_DOCUMENTS: Final = 4096
-_small: dict[tuple[bool, bool, bytes], str] = {}
 
 
 def bson_to_json(raw: bytes, *, relaxed: bool = False) -> str:
@@ -85,83 +79,31 @@ def walk_bson_to_json(raw: bytes, *, relaxed: bool = False) -> str:
     return "".join(out)
 
 
-def _name(raw: bytes, start: int, stop: int) -> str:
-    """``"name": `` for the field name at ``raw[start:stop]`` (cached by its bytes)."""
-    key = raw[start:stop]
-    text = _keys.get(key)
-    if text is None:
-        text = _quote(key.decode()) + ": "
-        if len(_keys) < _MAX_CACHED_KEYS:
-            _keys[key] = text
-    return text
-
-
 def _document(
     raw: bytes, start: int, out: list[str], relaxed: bool, is_array: bool, top: bool
 ) -> int:
-    """Write the document (or array) at ``start``; return the offset just past it.
-
-    The common types are written here rather than through :func:`_value`: a call per value
-    is most of the cost of a document in CPython. A small subdocument (``ns``, an empty
-    array, ...) is written once and then found by its bytes.
-    """
+    """Write the document (or array) at ``start``; return the offset just past it."""
     size: int = _I32(raw, start)[0]
     end = start + size - 1
     if size < 5 or end >= len(raw) or raw[end] != 0:
         raise ValueError(f"expected a BSON document of {size} bytes ending in NUL at {start}")
-    small = None
-    if not top:
-        if size <= _SMALL_DOCUMENT:
-            small = (relaxed, is_array, raw[start : end + 1])
-            text = _small.get(small)
-            if text is not None:
-                out.append(text)
-                return end + 1
-        if not is_array and raw.find(b"$ref\x00", start, end) >= 0:
-            _dbref_or_document(raw, start, end, out, relaxed)
-            return end + 1
-    mark = len(out)
-    append, names, index = out.append, _keys, raw.index
-    append("[" if is_array else "{")
+    if not top and not is_array and raw.find(b"$ref\x00", start, end) >= 0:
+        _dbref_or_document(raw, start, end, out, relaxed)
+        return end + 1
+    out.append("[" if is_array else "{")
     pos = start + 4
-    separator = ""
     while pos < end:
-        kind = raw[pos]
-        stop = index(0, pos + 1)
-        if is_array:
-            if separator:
-                append(separator)
-        else:
-            name = names.get(raw[pos + 1 : stop])
-            if name is None:
-                name = _name(raw, pos + 1, stop)
-            append(separator + name)
-        separator = ", "
-        pos = stop + 1
-        if kind == 0x02:
-            n: int = _I32(raw, pos)[0]
-            append(_quote(raw[pos + 4 : pos + 3 + n].decode()))
-            pos += 4 + n
-        elif kind == 0x10:
-            value = _I32(raw, pos)[0]
-            append(str(value) if relaxed else f'{{"$numberInt": "{value}"}}')
-            pos += 4
-        elif kind == 0x03 or kind == 0x04:
-            pos = _document(raw, pos, out, relaxed, kind == 0x04, False)
-        elif kind == 0x07:
-            append(f'{{"$oid": "{raw[pos : pos + 12].hex()}"}}')
-            pos += 12
-        else:
-            pos = _value(raw, kind, pos, out, relaxed)
+        if pos > start + 4:
+            out.append(", ")
+        stop = raw.index(0, pos + 1)
+        if not is_array:
+            out.append(_quote(raw[pos + 1 : stop].decode()) + ": ")
+        pos = _value(raw, raw[pos], stop + 1, out, relaxed)
     if pos != end:
         raise ValueError(
             f"expected the document at {start} to end at {end}, its fields end at {pos}"
         )
-    append("]" if is_array else "}")
-    if small is not None:
-        if len(_small) >= _MAX_SMALL_DOCUMENTS:
-            _small.clear()  # unique small documents (keys, ids) must not grow it for ever
-        _small[small] = "".join(out[mark:])
+    out.append("]" if is_array else "}")
     return end + 1
 
 

@@ -9,3 +9,25 @@ src/mongo/db/pipeline/document_source_change_stream_*.cpp.
 """
 
 from __future__ import annotations
+
+from shardstream.transform.stages.add_post_image import AddPostImage
+from shardstream.transform.stages.add_pre_image import AddPreImage
+from shardstream.transform.stages.check_invalidate import CheckInvalidate
+from shardstream.transform.stages.check_resumability import CheckResumability
+from shardstream.transform.stages.ensure_resume_token_present import EnsureResumeTokenPresent
+from shardstream.transform.stages.event_transform import EventTransform
+from shardstream.transform.stages.oplog_match import OplogMatch
+from shardstream.transform.stages.split_large_event import SplitLargeEventStage
+from shardstream.transform.stages.unwind_transaction import UnwindTransaction
+
+__all__ = [
+    "AddPostImage",
+    "AddPreImage",
+    "CheckInvalidate",
+    "CheckResumability",
+    "EnsureResumeTokenPresent",
+    "EventTransform",
+    "OplogMatch",
+    "SplitLargeEventStage",
+    "UnwindTransaction",
+]

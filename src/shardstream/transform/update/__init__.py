@@ -6,3 +6,11 @@ to a document (post images, the simulator, the mirror), as update/ in the server
 """
 
 from __future__ import annotations
+
+from shardstream.transform.update.apply_update import apply_update
+from shardstream.transform.update.update_description import (
+    legacy_update_description,
+    parse_update_diff,
+)
+
+__all__ = ["apply_update", "legacy_update_description", "parse_update_diff"]
