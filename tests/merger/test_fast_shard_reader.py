@@ -90,6 +90,31 @@ def test_fast_events_stay_encoded_until_read(tmp_path: Path) -> None:
         assert event.token.to_document() == event.document["_id"]
 
 
+def _merged_events(sources: Mapping[str, Any]) -> list[Any]:
+    stream = MergedStream(sources, ChangeStreamOptions())
+    events: list[Any] = []
+    while not stream.exhausted:
+        events.extend(stream.next_batch(100)[0])
+    return events
+
+
+def test_fast_updates_carry_their_entrys_o_as_the_reference_does(tmp_path: Path) -> None:
+    # The lakehouse mirror replays the oplog's own diff: a fast event must carry it too,
+    # inside transactions as well as alone.
+    fast = _merged_events({n: RoundTrip(s, raw=True) for n, s in _corpus_files(tmp_path).items()})
+    reference = _merged_events({n: RoundTrip(s) for n, s in _corpus_files(tmp_path).items()})
+    assert [e.token for e in fast] == [e.token for e in reference]
+    updates = [(f, r) for f, r in zip(fast, reference, strict=True) if r.operation_type == "update"]
+    fast_updates = [f for f, _ in updates if isinstance(f, EncodedEvent)]
+    assert len(fast_updates) > 20
+    assert any("txnNumber" in f.document for f in fast_updates)
+    for event, expected in updates:
+        assert isinstance(expected.raw_update, Mapping)
+        assert bson.encode(event.raw_update) == bson.encode(expected.raw_update)
+    others = [f.raw_update for f, r in zip(fast, reference, strict=True) if r.raw_update is None]
+    assert others == [None] * len(others)
+
+
 def test_a_raw_source_needs_options_the_fast_path_covers(tmp_path: Path) -> None:
     sources = {n: RoundTrip(s, raw=True) for n, s in _corpus_files(tmp_path, 1).items()}
     with pytest.raises(ConfigurationError, match="raw entries"):

@@ -14,9 +14,11 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from shardstream.bench.corpus import oplog_bytes
+from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.resume_token import TokenType, encode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.source import fast_start as fast_start_module
+from shardstream.spark.source import range_reader
 from shardstream.spark.source.data_source import ShardstreamStreamReader
 from shardstream.spark.source.fast_start import FlooredStream, fast_start
 from shardstream.spark.source.offsets import token_text
@@ -54,10 +56,23 @@ def test_fast_batches_and_rows_equal_the_reference(
             planned.append(args)
             super().__init__(*args)
 
+    shard_tasks = []
+
+    class SpiedReader(FastShardReader):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            shard_tasks.append(args)
+            super().__init__(*args, **kwargs)
+
     monkeypatch.setattr(fast_start_module, "FlooredStream", SpiedStream)
+    monkeypatch.setattr(range_reader, "FastShardReader", SpiedReader)
     fast = _drain(ShardstreamStreamReader(parse_options(options)), ReadMaxRows(70))
     assert planned  # the planner read the oplogs on the fast path
-    monkeypatch.setattr(fast_start_module, "fast_start", lambda spec, after: None)
+    if mode == "perShard":
+        assert shard_tasks  # and so did the tasks (merged ones: planned counts them too)
+    else:
+        assert len(planned) > len(fast)  # a planning stream, and one per task
+    for module in (fast_start_module, range_reader):
+        monkeypatch.setattr(module, "fast_start", lambda spec, after: None)
     reference = _drain(ShardstreamStreamReader(parse_options(options)), ReadMaxRows(70))
     assert len(fast) > 3
     assert fast == reference

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
+from typing import Any
 
+import bson
 import pytest
 from bson import json_util
 
 from shardstream.merger import MergedStream
+from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token import ResumeToken
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from shardstream.spark.source.rows import (
@@ -127,3 +131,45 @@ def test_json_columns_are_the_reference_writers_text(relaxed: bool) -> None:
             assert row[name] == expected, (name, event.document.get("_id"))
             checked += 1
     assert checked > 500
+
+
+def _merged(sources: dict[str, Any]) -> list[ChangeEvent]:
+    stream = MergedStream(sources, ChangeStreamOptions())
+    events: list[ChangeEvent] = []
+    while not stream.exhausted:
+        events += stream.next_batch(100)[0]
+    return events
+
+
+@pytest.mark.parametrize("relaxed", [False, True], ids=["canonical", "relaxed"])
+@pytest.mark.parametrize("corpus", ["objectid", "layouts"])
+def test_rows_of_encoded_events_are_the_decoded_events_rows(
+    corpus: str, relaxed: bool, tmp_path: Path
+) -> None:
+    # The fast path's events become rows from their bytes (encoded_rows); the reference
+    # path's events from their dicts: one input, the same rows, column by column.
+    from shardstream.bench.corpus import oplog_bytes
+    from shardstream.merger.raw.encoded_event import EncodedEvent
+    from tests.paths import RoundTrip
+    from tests.transform.raw_corpus import generate_entries
+
+    def sources(raw: bool) -> dict[str, Any]:
+        found = {}
+        for seed in range(3):
+            path = tmp_path / f"s{seed}.bson"
+            if not path.exists():
+                path.write_bytes(
+                    oplog_bytes(400, seed=seed)
+                    if corpus == "objectid"
+                    else b"".join(bson.encode(e) for e in generate_entries(400, seed=seed))
+                )
+            found[path.stem] = RoundTrip(FileOplogSource(path.stem, str(path)), raw=raw)
+        return found
+
+    fast, reference = _merged(sources(True)), _merged(sources(False))
+    assert sum(isinstance(event, EncodedEvent) for event in fast) > 300
+    assert any(event.operation_type == "update" for event in fast)
+    fast_rows = [event_to_row(event, relaxed=relaxed) for event in fast]
+    assert fast_rows == [event_to_row(event, relaxed=relaxed) for event in reference]
+    batch = events_to_batch(fast, relaxed=relaxed)
+    assert batch.to_pylist() == events_to_batch(reference, relaxed=relaxed).to_pylist()

@@ -85,21 +85,28 @@ class FastShardReader(PromisingReader):
         pipeline = self._pipeline
         kept: list[tuple[int, ChangeEvent]] = []
         pipeline.reference_events = kept
+        diffs: list[tuple[int, bytes]] = []
+        pipeline.update_diffs = diffs
         keys: list[bytes] = []
         raws: list[bytes] = []
         pipeline.process_batch([_raw(entry) for entry in entries], keys, raws, last=floor)
         shard = self.source.name
+        events: list[ChangeEvent]
         if not kept:
-            return [EncodedEvent(raw, key, shard) for key, raw in zip(keys, raws, strict=True)]
-        by_index = dict(kept)
-        events: list[ChangeEvent] = []
-        for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):
-            if raw:
-                events.append(EncodedEvent(raw, key, shard))
-            else:
-                event = by_index[index]
-                event.shard = shard
-                events.append(event)
+            events = [EncodedEvent(raw, key, shard) for key, raw in zip(keys, raws, strict=True)]
+        else:
+            by_index = dict(kept)
+            events = []
+            for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):
+                if raw:
+                    events.append(EncodedEvent(raw, key, shard))
+                else:
+                    event = by_index[index]
+                    event.shard = shard
+                    events.append(event)
+        # As on the reference path, an update carries its entry's o (see ChangeEvent).
+        for index, o in diffs:
+            events[index].raw_update = RawBSONDocument(o)
         return events
 
 

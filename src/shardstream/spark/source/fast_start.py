@@ -12,10 +12,10 @@ resume token (a resumed stream's tokens keep that token's version), ``after`` is
 invalidate's token (after one the stream restarts with ``startAfter``, which only the
 reference path takes) and the options are otherwise the fast path's.
 
-Only the driver's planner uses it: it reads each event's token, shard and operation type,
-which a fast-path event gives without being decoded. The tasks stay on the reference path:
-their rows need an update's oplog ``o`` (the ``_oplogUpdate`` column the mirror applies),
-which a fast-path event does not carry yet.
+The driver's planner reads each event's token, shard and operation type, which a fast-path
+event gives without being decoded; the tasks (``range_reader``, merged and per shard) turn
+the events into rows from their bytes (``encoded_rows``), an update's oplog ``o`` (the
+``_oplogUpdate`` column the mirror applies) included.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ range that cannot be reproduced (the oplog rolled over, the input changed) fails
   events, and applies the router's per-event stages (the classic-event filter and the
   user's ``$match``) as mongos does after the merge.  The events are the merged stream's,
   full tokens included; only their interleaving across shards is left to the reader.
+
+Both read BSON oplog files on the fast path where ``fast_start`` allows (raw entries,
+events kept as bytes until their rows are written), the reference path otherwise.
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from typing import Final
 from shardstream.errors import MergeError, OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.handle_topology_change import is_internal
+from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from shardstream.resume_token import encode_token
+from shardstream.spark.source.fast_start import fast_start, open_planning_stream
 from shardstream.spark.source.offsets import StreamOffset, data_of
 from shardstream.spark.source.options import SourceSpec
 from shardstream.spark.source.shard_inputs import (
-    open_merged_stream,
     open_shard_source,
     start_time,
     stream_options,
@@ -53,7 +57,7 @@ def read_merged_range(
     watermark = data_of(end.watermark)
     if not pending:
         return
-    stream = open_merged_stream(spec, start.watermark)
+    stream = open_planning_stream(spec, start.watermark)  # on the fast path where it applies
     deadline = time.monotonic() + _LIVE_WAIT_S
     try:
         while pending:
@@ -98,15 +102,25 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
     Raises:
         OplogError: the range is no longer what it was when planned.
     """
-    options = stream_options(spec, after).with_options(merged_by_router=True)
-    start = start_time(options)
-    source = open_shard_source(spec, shard, start)
-    reader = ShardReader(source, options, start=start)
+    fast = fast_start(spec, after)
+    reader: ShardReader | FastShardReader
+    if fast is not None:
+        # The shard's raw entries from the token's time; events up to it are dropped below.
+        options = fast.options.with_options(merged_by_router=True)
+        start = start_time(options)
+        source = open_shard_source(spec, shard, start, raw=True)
+        reader = FastShardReader(source, options, start=start)
+        floor = fast.floor
+    else:
+        options = stream_options(spec, after).with_options(merged_by_router=True)
+        start = start_time(options)
+        source = open_shard_source(spec, shard, start)
+        reader = ShardReader(source, options, start=start)
+        resumed = options.resume_token
+        # A shard hands mongos the resume token's own event once more (for the router's
+        # EnsureResumeTokenPresent check); the merged stream drops it, and so must this.
+        floor = data_of(after) or (encode_token(resumed).data if resumed is not None else "")
     keep = router_filter(spec, options)
-    resumed = options.resume_token
-    # A shard hands mongos the resume token's own event once more (for the router's
-    # EnsureResumeTokenPresent check); the merged stream drops it, and so must this.
-    floor = data_of(after) or (encode_token(resumed).data if resumed is not None else "")
     last = data_of(last)
     deadline = time.monotonic() + _LIVE_WAIT_S
     try:

@@ -25,7 +25,9 @@ from bson import json_util
 from bson.json_util import JSONOptions
 from bson.timestamp import Timestamp
 
+from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token.token_json import JSON_OPTIONS as CANONICAL
+from shardstream.spark.source.encoded_rows import encoded_event_row
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -86,6 +88,8 @@ SPARK_DDL: Final = ", ".join(
 
 def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]:
     """One event as a dict keyed by :data:`EVENT_SCHEMA` column names."""
+    if isinstance(event, EncodedEvent):
+        return encoded_event_row(event, relaxed=relaxed)  # the same row, from the bytes
     document = event.document
     options = RELAXED if relaxed else CANONICAL
     cluster_time: Timestamp = document.get("clusterTime") or event.token_data.cluster_time

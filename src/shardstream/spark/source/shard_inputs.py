@@ -82,8 +82,11 @@ def _at_start(source: OplogSource, start: Timestamp | None) -> OplogSource:
     return source if start is None else PositionedSource(source, start)
 
 
-def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> OplogSource:
-    """The source of one shard (per-shard tasks read nothing else)."""
+def open_shard_source(
+    spec: SourceSpec, shard: str, start: Timestamp | None, *, raw: bool = False
+) -> OplogSource:
+    """The source of one shard (per-shard tasks read nothing else); ``raw`` as for
+    :func:`open_sources` (oplog files only)."""
     if spec.kind is SourceKind.LIVE:
         assert spec.uri is not None
         info = discover_cluster(spec.uri)
@@ -101,7 +104,9 @@ def open_shard_source(spec: SourceSpec, shard: str, start: Timestamp | None) -> 
     paths = dict(spec.oplog_paths)
     if shard not in paths:
         raise _missing_shard(spec, shard, list(paths))
-    return _at_start(FileOplogSource(shard, paths[shard], spec.input_format), start)
+    return _at_start(
+        FileOplogSource(shard, paths[shard], spec.input_format, raw_entries=raw), start
+    )
 
 
 def open_merged_stream(spec: SourceSpec, after: str) -> MergedStream:

@@ -119,6 +119,8 @@ def any_layout_events(
         template, ts, ts_value, wall_value, o if op == INSERT else None, key, description
     )
     keys.append(sort_key)
+    if description and templates.update_diffs is not None:
+        templates.update_diffs.append((len(events), o))
     events.append(event)
     return ts
 

@@ -47,6 +47,11 @@ class EventTemplates:
         self.op_heads: set[bytes] = set()
         # (ns, ui, op[, txn op index]) -> template
         self.by_parts: dict[tuple[Any, ...], CrudEventTemplate | None] = {}
+        # Set to a list to be told, per update event written, (its index in the events
+        # list, the entry's ``o``): a lakehouse mirror replays the oplog's own diff, which
+        # the event's updateDescription cannot always express.  None (the default): not
+        # kept, one attribute test per update.
+        self.update_diffs: list[tuple[int, bytes]] | None = None
 
     def build_for_run(self, run: bytes, txn_op_index: int = 0) -> CrudEventTemplate | None:
         """The template of an op-ns-ui run (``\\x02op..ui`` bytes); checks the ns length once."""

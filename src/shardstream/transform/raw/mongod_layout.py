@@ -130,6 +130,8 @@ def mongod_layout_events(
         template, ts, ts_value, wall_value, o if op == INSERT else None, key, description
     )
     keys.append(sort_key)
+    if op == UPDATE and templates.update_diffs is not None:
+        templates.update_diffs.append((len(events), o))
     events.append(event)
     return ts
 

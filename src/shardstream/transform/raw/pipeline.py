@@ -107,6 +107,17 @@ class FastShardPipeline:
         return self.reference.closed
 
     @property
+    def update_diffs(self) -> list[tuple[int, bytes]] | None:
+        """Set to a list to be told, per update event the fast path writes, (its index in
+        the events list, the entry's ``o`` BSON); None: not kept.  The reference path's
+        events carry their ``o`` themselves (``ChangeEvent.raw_update``)."""
+        return self._templates.update_diffs
+
+    @update_diffs.setter
+    def update_diffs(self, value: list[tuple[int, bytes]] | None) -> None:
+        self._templates.update_diffs = value
+
+    @property
     def fast_entries(self) -> int:
         """How many entries the fast path wrote (the others went to the reference)."""
         return self._entries - self.reference_entries

@@ -49,6 +49,7 @@ def laid_out_transaction_events(
         return ts
     new_keys: list[bytes] = []
     new_events: list[bytes] = []
+    diffs: list[tuple[int, bytes]] = []  # (index in new_events, o) of the updates
     by_run = templates.by_run
     for index, (run, o, key) in enumerate(ops):
         template = by_run.get((run, index) if index else run, NOT_BUILT)
@@ -69,6 +70,7 @@ def laid_out_transaction_events(
             if update is None:
                 return -1
             description = update
+            diffs.append((len(new_events), o))
         sort_key, event = write_crud_event(
             template,
             ts,
@@ -81,6 +83,7 @@ def laid_out_transaction_events(
         )
         new_keys.append(sort_key)
         new_events.append(event)
+    _keep_diffs(templates, len(events), diffs)
     keys += new_keys
     events += new_events
     return ts
@@ -98,6 +101,7 @@ def transaction_events(
         return ts
     new_keys: list[bytes] = []
     new_events: list[bytes] = []
+    diffs: list[tuple[int, bytes]] = []
     by_parts = templates.by_parts
     for index, op in enumerate(txn.ops):
         kind, at, end = op.get(b"op", _MISSING)
@@ -123,14 +127,24 @@ def transaction_events(
         if pieces is None:
             return -1
         full_document, key, description = pieces
+        if description:
+            diffs.append((len(new_events), doc[at:end]))
         sort_key, event = write_crud_event(
             template, ts, txn.ts, txn.wall, full_document, key, description, txn.leading
         )
         new_keys.append(sort_key)
         new_events.append(event)
+    _keep_diffs(templates, len(events), diffs)
     keys += new_keys
     events += new_events
     return ts
+
+
+def _keep_diffs(templates: EventTemplates, base: int, diffs: list[tuple[int, bytes]]) -> None:
+    """Hand a transaction's update diffs to ``templates.update_diffs``, if it keeps them."""
+    kept = templates.update_diffs
+    if kept is not None and diffs:
+        kept.extend((base + index, o) for index, o in diffs)
 
 
 def _crud_pieces(
