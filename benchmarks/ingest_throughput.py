@@ -63,12 +63,22 @@ def main() -> None:
         "--one", nargs=3, metavar=("ORACLE", "MASTER", "MODE"), help=argparse.SUPPRESS
     )
     parser.add_argument("--strategies", type=int, metavar="ROWS", help="only the MERGE test")
+    parser.add_argument(
+        "--marginal",
+        type=int,
+        metavar="PER_SHARD",
+        help="the benchmark corpus (ObjectId keys) at PER_SHARD and 2 x PER_SHARD entries per "
+        "shard: marginal ingest rates next to replay --output-format bson --workers 2",
+    )
     args = parser.parse_args()
     if args.strategies:
         _mirror_strategies(args.strategies, 5_000)
         return
     if args.one:
         print(json.dumps(_one_ingest(Path(args.one[0]), args.one[1], args.one[2], args.batch)))
+        return
+    if args.marginal:
+        _marginal(args.marginal, args.batch)
         return
     work = Path(tempfile.mkdtemp(prefix="shardstream-bench-"))
     config = SimulationConfig(seed=1, shards=SHARDS, operations=args.entries)
@@ -87,30 +97,100 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for master, mode in CONFIGS:
-        command = [
-            sys.executable,
-            __file__,
-            "--batch",
-            str(args.batch),
-            "--one",
-            str(work),
-            master,
-            mode,
-        ]
-        env = {
-            **os.environ,
-            "TZ": "UTC",
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-        }
-        result = json.loads(
-            subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-        )
+        result = _ingest_in_new_process(work, master, mode, args.batch)
         print(
             f"| {master} | {mode} | {result['events']} | {result['batches']} | "
             f"{result['wall']:.1f} | {result['steady']:,.0f} | "
             f"{result['files']['changelog']}, {result['files']['mirror']} |"
         )
+
+
+def _ingest_in_new_process(work: Path, master: str, mode: str, batch: int) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--batch", str(batch), "--one", str(work), master, mode]
+    env = {
+        **os.environ,
+        "TZ": "UTC",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    result: dict[str, Any] = json.loads(
+        subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    )
+    return result
+
+
+def _marginal(per_shard: int, batch: int) -> None:
+    """Ingest and replay of the benchmark corpus at two sizes: the marginal rates.
+
+    A run's time is the query's (after its SparkSession is up) or the replay's (the
+    subprocess's whole wall time); the marginal rate is the events the larger corpus adds
+    over the time it adds, so start-up (Python workers, the first batch) cancels out.
+    """
+    from shardstream.bench.corpus import oplog_bytes
+
+    sizes = (per_shard, 2 * per_shard)
+    works = []
+    for size in sizes:
+        work = Path(tempfile.mkdtemp(prefix=f"shardstream-marginal-{size}-"))
+        (work / "oplogs").mkdir()
+        parts = []
+        for shard in range(SHARDS):
+            path = work / "oplogs" / f"shard{shard}.bson"
+            path.write_bytes(oplog_bytes(size, seed=shard))
+            parts.append(f"shard{shard}={path}")
+        (work / "oplog-option").write_text(",".join(parts))
+        works.append(work)
+    print(
+        f"benchmark corpus (ObjectId keys): {SHARDS} shards x {sizes[0]:,} and x {sizes[1]:,} "
+        f"entries; maxEventsPerTrigger {batch}"
+    )
+    replays = [_replay_seconds(work) for work in works]
+    events = [_count_events(work) for work in works]
+    replay_rate = (events[1] - events[0]) / (replays[1] - replays[0])
+    print(
+        f"replay --output-format bson --workers 2: {events[0]:,} events {replays[0]:.2f} s, "
+        f"{events[1]:,} events {replays[1]:.2f} s; marginal {replay_rate:,.0f} events/s"
+    )
+    print(
+        "| master | partitions | wall s (small, large) | last-batch events/s | "
+        "marginal events/s | / replay |"
+    )
+    print("|---|---|---|---|---|---|")
+    for master, mode in CONFIGS:
+        runs = [_ingest_in_new_process(work, master, mode, batch) for work in works]
+        if [run["events"] for run in runs] != events:
+            raise SystemExit(
+                f"expected {events} events ingested, got {[r['events'] for r in runs]}"
+            )
+        rate = (events[1] - events[0]) / (runs[1]["wall"] - runs[0]["wall"])
+        print(
+            f"| {master} | {mode} | {runs[0]['wall']:.1f}, {runs[1]['wall']:.1f} | "
+            f"{runs[1]['steady']:,.0f} | {rate:,.0f} | {rate / replay_rate:.3f}x |"
+        )
+
+
+def _replay_seconds(work: Path) -> float:
+    command = [sys.executable, "-m", "shardstream", "replay", "--output-format", "bson"]
+    command += ["--workers", "2"]
+    for part in (work / "oplog-option").read_text().split(","):
+        command += ["--shard", part]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def _count_events(work: Path) -> int:
+    sources = {
+        name: FileOplogSource(name, path, raw_entries=True)
+        for name, path in (
+            part.split("=", 1) for part in (work / "oplog-option").read_text().split(",")
+        )
+    }
+    stream = MergedStream(sources, ChangeStreamOptions())
+    count = 0
+    while not stream.exhausted:
+        count += len(stream.next_batch(10_000)[0])
+    return count
 
 
 def _sinks_alone(oplog: str, batch: int, root: Path) -> None:

@@ -46,9 +46,12 @@ class InputFormat(Enum):
 
 
 def read_oplog_file(
-    path: str, input_format: InputFormat | None = None
+    path: str, input_format: InputFormat | None = None, *, offset: int = 0
 ) -> Generator[Mapping[str, Any], None, None]:
     """Yield the entries of an oplog file in file order.
+
+    Args:
+        offset: a BSON file: where to start reading (a document's first byte).
 
     Raises:
         OplogError: the file cannot be opened, or an entry is not valid BSON / JSON.
@@ -61,7 +64,8 @@ def read_oplog_file(
     try:
         if chosen is InputFormat.BSON:
             with Path(path).open("rb") as binary:
-                yield from _read_bson(binary, path)
+                binary.seek(offset)
+                yield from _read_bson(binary, path, offset)
         else:
             with Path(path).open(encoding="utf-8") as text:
                 yield from _read_ejson(text, path)
@@ -76,8 +80,7 @@ def _read(stream: IO[Any], name: str, chosen: InputFormat) -> Iterator[Mapping[s
         yield from _read_ejson(stream, name)
 
 
-def _read_bson(stream: IO[bytes], name: str) -> Iterator[Mapping[str, Any]]:
-    offset = 0
+def _read_bson(stream: IO[bytes], name: str, offset: int = 0) -> Iterator[Mapping[str, Any]]:
     while True:
         prefix = stream.read(_BSON_LENGTH_PREFIX)
         if not prefix:

@@ -4,7 +4,8 @@ The file is read in order; after each batch the promise is the last entry's ``ts
 (a shard's timestamps are unique and increasing, so nothing at or below it can
 follow).  The end of the file exhausts the source.  Older entries are read back
 by rescanning the file, which only transactions that began before the stream's
-start need.
+start need.  A source opened ``near`` a time starts reading at the file's ``ts`` index
+entry just before it, instead of the first entry.
 
 With ``raw_entries`` (BSON files only) the entries are ``RawBSONDocument`` s of the file's
 bytes, which the merge reads through the fast path; as for a live raw tailer, the fast
@@ -26,6 +27,7 @@ from shardstream.errors import ConfigurationError, OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, InputFormat, read_oplog_file
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
 from shardstream.oplog.source import OplogBatch
+from shardstream.oplog.ts_index import ts_index
 
 # Entries as the file's bytes; values decode as the reference's when read.
 _RAW_OPTIONS = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
@@ -46,6 +48,7 @@ class FileOplogSource:
         input_format: InputFormat | None = None,
         *,
         raw_entries: bool = False,
+        near: Timestamp | None = None,
     ) -> None:
         if raw_entries and (input_format or InputFormat.for_path(path)) is not InputFormat.BSON:
             raise ConfigurationError(
@@ -55,6 +58,10 @@ class FileOplogSource:
         self._name = name
         self._path = path
         self._format = input_format
+        # Start at the indexed entry just before ``near`` (a BSON file only): entries from
+        # near on all follow, and at most a stride of earlier ones (see ts_index).
+        seekable = path != "-" and (input_format or InputFormat.for_path(path)) is InputFormat.BSON
+        self._offset = ts_index(path).offset_before(near) if near and seekable else 0
         self.raw_entries = raw_entries
         self._entries: Iterator[Mapping[str, Any]] | None = None
         self._last_ts: Timestamp | None = None
@@ -76,7 +83,7 @@ class FileOplogSource:
         if self.raw_entries:
             return self._next_raw_batch(max_entries)
         if self._entries is None:
-            self._entries = read_oplog_file(self._path, self._format)
+            self._entries = read_oplog_file(self._path, self._format, offset=self._offset)
         batch: list[Mapping[str, Any]] = []
         for entry in self._entries:
             ts = self._timestamp_of(entry)
@@ -95,7 +102,7 @@ class FileOplogSource:
 
     def _next_raw_batch(self, max_entries: int) -> OplogBatch:
         if self._entries is None:
-            self._entries = _raw_entries(self._path)
+            self._entries = _raw_entries(self._path, self._offset)
         batch: list[Mapping[str, Any]] = []
         for entry in self._entries:
             batch.append(entry)
@@ -141,8 +148,8 @@ class FileOplogSource:
         self._entries = None
 
 
-def _raw_entries(path: str) -> Generator[RawBSONDocument, None, None]:
-    chunks = read_raw_oplog_file(path)
+def _raw_entries(path: str, offset: int = 0) -> Generator[RawBSONDocument, None, None]:
+    chunks = read_raw_oplog_file(path, offset=offset)
     try:
         for chunk in chunks:
             for document in chunk:

@@ -20,8 +20,13 @@ CHUNK_SIZE: Final = 1 << 20
 _INT32: Final = struct.Struct("<i")
 
 
-def read_raw_oplog_file(path: str, chunk_size: int = CHUNK_SIZE) -> Iterator[list[bytes]]:
+def read_raw_oplog_file(
+    path: str, chunk_size: int = CHUNK_SIZE, *, offset: int = 0
+) -> Iterator[list[bytes]]:
     """Yield the entries of an oplog.bson file (``-``: stdin) in batches of whole documents.
+
+    Args:
+        offset: where to start reading (a document's first byte; see ``ts_index``).
 
     Raises:
         OplogError: the file cannot be opened, or a document's length is impossible.
@@ -31,14 +36,14 @@ def read_raw_oplog_file(path: str, chunk_size: int = CHUNK_SIZE) -> Iterator[lis
         return
     try:
         with Path(path).open("rb") as stream:
-            yield from _read(stream, path, chunk_size)
+            stream.seek(offset)
+            yield from _read(stream, path, chunk_size, offset)
     except OSError as exc:
         raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
 
 
-def _read(stream: IO[bytes], name: str, chunk_size: int) -> Iterator[list[bytes]]:
-    pending = b""
-    offset = 0  # the file offset of pending[0]
+def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Iterator[list[bytes]]:
+    pending = b""  # offset: the file offset of pending[0]
     while True:
         chunk = stream.read(chunk_size)
         data = pending + chunk if pending else chunk

@@ -36,8 +36,8 @@ _DOCUMENT_FIELDS: Final = (
 
 def encoded_event_row(event: EncodedEvent, *, relaxed: bool) -> dict[str, Any]:
     """The row of ``event`` (column name -> value), read from its BSON."""
-    # Read once, on the first get: the top level's values, nested documents as bytes.
-    top = RawBSONDocument(event.raw, RAW_OPLOG_CODEC_OPTIONS)
+    # The top level's values, nested documents left as bytes (RawBSONDocument).
+    top = dict(RawBSONDocument(event.raw, RAW_OPLOG_CODEC_OPTIONS).items())
     cluster_time = top.get("clusterTime")
     if not isinstance(cluster_time, Timestamp):
         cluster_time = event.token_data.cluster_time

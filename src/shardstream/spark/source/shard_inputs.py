@@ -64,7 +64,9 @@ def open_sources(
     """
     if spec.kind is SourceKind.OPLOG:
         return {
-            name: _at_start(FileOplogSource(name, path, spec.input_format, raw_entries=raw), start)
+            name: _at_start(
+                FileOplogSource(name, path, spec.input_format, raw_entries=raw, near=start), start
+            )
             for name, path in spec.oplog_paths
         }
     if spec.kind is SourceKind.SIMULATE:
@@ -105,7 +107,8 @@ def open_shard_source(
     if shard not in paths:
         raise _missing_shard(spec, shard, list(paths))
     return _at_start(
-        FileOplogSource(shard, paths[shard], spec.input_format, raw_entries=raw), start
+        FileOplogSource(shard, paths[shard], spec.input_format, raw_entries=raw, near=start),
+        start,
     )
 
 

@@ -1,0 +1,117 @@
+"""The sparse ts index of an oplog.bson file, and a file source opened near a time."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import bson
+import pytest
+from bson.timestamp import Timestamp
+
+from shardstream.errors import ChangeStreamHistoryLost, OplogError
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.oplog.ts_index import STRIDE, ts_index
+from shardstream.spark.source.positioned_source import PositionedSource
+
+
+def _entries(count: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    entries = []
+    time, inc = 1_700_000_000, 1
+    for number in range(count):
+        if rng.random() < 0.4:
+            time, inc = time + rng.randint(1, 3), 1
+        else:
+            inc += 1
+        # Sizes vary, so offsets are not a multiple of anything.
+        entries.append(
+            {
+                "op": "n",
+                "ns": "",
+                "o": {"pad": "x" * rng.randint(0, 300), "n": number},
+                "ts": Timestamp(time, inc),
+            }
+        )
+    return entries
+
+
+def _write(path: Path, entries: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+    return path
+
+
+def _read_all(source: Any) -> list[Mapping[str, Any]]:
+    read: list[Mapping[str, Any]] = []
+    while True:
+        batch = source.next_batch(97)
+        read += list(batch.entries)
+        if batch.exhausted:
+            return read
+
+
+def test_a_seek_lands_just_before_the_time_and_loses_nothing(tmp_path: Path) -> None:
+    entries = _entries(STRIDE * 9 + 17)
+    path = _write(tmp_path / "s.bson", entries)
+    index = ts_index(str(path))
+    assert len(index.offsets) == 10  # every STRIDE-th entry, the first included
+    rng = random.Random(1)
+    for start in [entries[0]["ts"], entries[-1]["ts"], *(e["ts"] for e in rng.sample(entries, 25))]:
+        offset = index.offset_before(start)
+        tail = list(bson.decode_all(path.read_bytes()[offset:]))
+        wanted = [e for e in entries if e["ts"] >= start]
+        assert tail[len(tail) - len(wanted) :] == wanted  # every entry from start on
+        skipped = len(tail) - len(wanted)
+        assert skipped <= STRIDE  # at most a stride of earlier ones
+        if start != entries[0]["ts"]:
+            assert skipped >= 1  # the entry just before start is seen (history check)
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw"])
+def test_a_source_opened_near_a_time_reads_what_a_whole_read_reads(
+    raw: bool, tmp_path: Path
+) -> None:
+    entries = _entries(STRIDE * 5)
+    path = str(_write(tmp_path / "s.bson", entries))
+    for start in (entries[0]["ts"], entries[STRIDE * 3 + 5]["ts"], entries[-1]["ts"]):
+        near = PositionedSource(FileOplogSource("s", path, raw_entries=raw, near=start), start)
+        whole = PositionedSource(FileOplogSource("s", path, raw_entries=raw), start)
+        assert [dict(e) for e in _read_all(near)] == [dict(e) for e in _read_all(whole)]
+    # Before the file's first entry: still the server's history-lost error.
+    early = Timestamp(entries[0]["ts"].time - 1, 1)
+    with pytest.raises(ChangeStreamHistoryLost):
+        _read_all(PositionedSource(FileOplogSource("s", path, near=early), early))
+
+
+def test_a_changed_file_is_indexed_anew(tmp_path: Path) -> None:
+    path = _write(tmp_path / "s.bson", _entries(STRIDE * 2))
+    first = ts_index(str(path))
+    assert ts_index(str(path)) is first  # cached
+    _write(path, _entries(STRIDE * 4, seed=2))
+    os.utime(path, ns=(1, 1))  # a different mtime, whatever the clock's resolution
+    assert len(ts_index(str(path)).offsets) == 4
+
+
+def test_a_corrupt_file_names_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "s.bson"
+    good = b"".join(bson.encode(e) for e in _entries(3))
+    path.write_bytes(good + b"\x02\x00\x00\x00")
+    with pytest.raises(OplogError, match=f"at byte {len(good)}: expected a document length"):
+        ts_index(str(path))
+    no_ts = tmp_path / "t.bson"
+    no_ts.write_bytes(bson.encode({"op": "n"}))
+    with pytest.raises(OplogError, match="expected an oplog entry with a Timestamp ts"):
+        ts_index(str(no_ts))
+
+
+def test_an_out_of_order_file_is_not_sought_so_the_reader_reports_it(tmp_path: Path) -> None:
+    entries = _entries(STRIDE * 3)
+    entries[STRIDE * 2]["ts"] = Timestamp(1, 1)
+    path = str(_write(tmp_path / "s.bson", entries))
+    assert ts_index(path).offset_before(entries[-1]["ts"]) == 0
+    source = FileOplogSource("s", path, near=entries[-1]["ts"])
+    with pytest.raises(OplogError, match="expected ts to increase"):
+        _read_all(source)
