@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import bson
 import pytest
 from bson.int64 import Int64
+from bson.objectid import ObjectId
+from hypothesis import given, settings
 
 from shardstream.errors import SinkError, TransformError
 from shardstream.resume_token.token_json import loads
@@ -20,6 +23,7 @@ from shardstream.spark.delta.mirror_state import (
 from shardstream.spark.source.rows import event_to_row
 from shardstream.transform.extended_json import event_to_json
 from tests.spark.lakehouse_checks import merged_events, simulate
+from tests.strategies import document_keys
 
 _tokens = iter(range(10**6))
 
@@ -202,3 +206,23 @@ def test_a_simulated_stream_in_batches_rebuilds_the_reference_state() -> None:
             loads(row.full_document())
         )
     assert got == encoded_state(result.final_state)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=document_keys())
+def test_document_id_is_the_keys_id_as_compact_json(key: dict[str, Any]) -> None:
+    # document_id rewrites the common {_id: {"$type": "..."}} text directly; every key,
+    # that one included, must give what parsing and writing the _id gives.
+    text = event_to_json(key)
+    expected = json.dumps(json.loads(text)["_id"], separators=(",", ":"), ensure_ascii=False)
+    assert document_id(text) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [ObjectId("65a1b2c3d4e5f60718293a4b"), 7, Int64(-7), 1.5, float("-inf"), 'a"b', "é"],
+)
+def test_document_id_of_common_ids(value: Any) -> None:
+    text = event_to_json({"_id": value})
+    expected = json.dumps(json.loads(text)["_id"], separators=(",", ":"), ensure_ascii=False)
+    assert document_id(text) == expected

@@ -233,22 +233,21 @@ def _row(stored: dict[str, Any]) -> MirrorRow:
 
 
 def _merge_source(rows: dict[RowKey, MirrorRow | None]) -> pa.Table:
-    records = []
-    for key, row in sorted(rows.items()):
-        if row is None:
-            db, coll, document_id = key
-            records.append({"db": db, "coll": coll, "_documentId": document_id, _DELETE: True})
-            continue
-        records.append(
-            {
-                "db": row.db,
-                "coll": row.coll,
-                "documentKey": row.document_key,
-                "fullDocument": row.full_document(),
-                "_id": row.token,
-                "clusterTime": dict(row.cluster_time),
-                "_documentId": row.document_id,
-                _DELETE: False,
-            }
-        )
-    return pa.Table.from_pylist(records, schema=_MERGE_SOURCE_SCHEMA)
+    """The MERGE's source: one row per touched key, sorted by key; deletions flagged.
+
+    Built column by column: ``Table.from_pylist`` over per-row dicts took a third of a
+    large batch's mirror time.
+    """
+    keys = sorted(rows)
+    found = [rows[key] for key in keys]
+    columns = {
+        "db": [key[0] for key in keys],
+        "coll": [key[1] for key in keys],
+        "documentKey": [row.document_key if row else None for row in found],
+        "fullDocument": [row.full_document() if row else None for row in found],
+        "_id": [row.token if row else None for row in found],
+        "clusterTime": [dict(row.cluster_time) if row else None for row in found],
+        "_documentId": [key[2] for key in keys],
+        _DELETE: [row is None for row in found],
+    }
+    return pa.Table.from_pydict(columns, schema=_MERGE_SOURCE_SCHEMA)
