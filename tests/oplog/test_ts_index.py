@@ -58,6 +58,7 @@ def test_a_seek_lands_just_before_the_time_and_loses_nothing(tmp_path: Path) -> 
     path = _write(tmp_path / "s.bson", entries)
     index = ts_index(str(path))
     assert len(index.offsets) == 10  # every STRIDE-th entry, the first included
+    assert index.last == (entries[-1]["ts"].time << 32) | entries[-1]["ts"].inc
     rng = random.Random(1)
     for start in [entries[0]["ts"], entries[-1]["ts"], *(e["ts"] for e in rng.sample(entries, 25))]:
         offset = index.offset_before(start)

@@ -30,7 +30,7 @@ from bson.timestamp import Timestamp
 from shardstream.errors import OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 
-STRIDE: Final = 128
+STRIDE: Final = 32
 _READ_SIZE: Final = 1 << 20
 _INT32: Final = struct.Struct("<i")
 _cache: dict[tuple[str, int, int], TsIndex] = {}
@@ -44,10 +44,12 @@ class TsIndex:
     Attributes:
         times: the sampled entries' ``ts`` as ``(time << 32) | inc``.
         offsets: their byte offsets.
+        last: the file's last entry's ``ts`` the same way (-1: the file is empty).
     """
 
     times: tuple[int, ...]
     offsets: tuple[int, ...]
+    last: int = -1
 
     def offset_before(self, start: Timestamp) -> int:
         """The offset of the last sampled entry whose ts is below ``start`` (0: none is).
@@ -57,6 +59,10 @@ class TsIndex:
         """
         at = bisect.bisect_left(self.times, (start.time << 32) | start.inc) - 1
         return self.offsets[at] if at >= 0 else 0
+
+    def entries_before(self, ts: int) -> int:
+        """About how many entries have a ``ts`` (as an integer) below ``ts`` (to a stride)."""
+        return bisect.bisect_left(self.times, ts) * STRIDE
 
 
 def ts_index(path: str) -> TsIndex:
@@ -83,6 +89,7 @@ def ts_index(path: str) -> TsIndex:
 def _build(path: str) -> TsIndex:
     times: list[int] = []
     offsets: list[int] = []
+    last_document, last_offset = b"", 0
     unpack_from = _INT32.unpack_from
     try:
         with Path(path).open("rb") as stream:
@@ -92,6 +99,7 @@ def _build(path: str) -> TsIndex:
             while chunk := stream.read(_READ_SIZE):
                 data = data + chunk if data else chunk
                 position = 0
+                last_at = -1
                 while position + 4 <= len(data):
                     size = unpack_from(data, position)[0]
                     if size < 5:
@@ -102,12 +110,14 @@ def _build(path: str) -> TsIndex:
                     if position + size > len(data):
                         break
                     if count % STRIDE == 0:
-                        times.append(
-                            _ts_of(data[position : position + size], path, base + position)
-                        )
+                        document = data[position : position + size]
+                        times.append(_ts_of(document, path, base + position))
                         offsets.append(base + position)
+                    last_at = position
                     count += 1
                     position += size
+                if last_at >= 0:  # the last whole document so far
+                    last_document, last_offset = data[last_at:position], base + last_at
                 data = data[position:]
                 base += position
     except OSError as exc:
@@ -115,7 +125,8 @@ def _build(path: str) -> TsIndex:
     if any(later <= earlier for earlier, later in itertools.pairwise(times)):
         # Out of order: no seeking, so that the reader, reading it all, reports where.
         return TsIndex((), ())
-    return TsIndex(tuple(times), tuple(offsets))
+    last = _ts_of(last_document, path, last_offset) if last_document else -1
+    return TsIndex(tuple(times), tuple(offsets), last)
 
 
 def _ts_of(document: bytes, path: str, offset: int) -> int:

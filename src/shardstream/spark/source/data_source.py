@@ -37,9 +37,14 @@ from shardstream.errors import MergeError
 from shardstream.spark.source.batch_planner import BatchPlanner
 from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import PartitionMode, SourceKind, SourceSpec, parse_options
-from shardstream.spark.source.partitions import plan_partitions, read_partition
+from shardstream.spark.source.partitions import (
+    plan_partitions,
+    plan_window_partitions,
+    read_partition,
+)
 from shardstream.spark.source.rows import SPARK_DDL
 from shardstream.spark.source.shard_inputs import ReadBound, initial_offset, read_bound
+from shardstream.spark.source.window_planner import plan_window, windows_apply
 
 FORMAT_NAME = "shardstream"
 REDACTION_CONF = "spark.sql.redaction.options.regex"
@@ -101,6 +106,8 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Spark may pass ReadAllAvailable whatever the default limit is; it must win.
         max_events = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         bound = self._target if self._available_now else read_bound(self._spec, pin_now=False)
+        if windows_apply(self._spec):
+            return plan_window(self._spec, begin, max_events, bound).to_json()
         plan = self._planner_().plan(
             begin,
             max_events=max_events,
@@ -115,6 +122,10 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, finish = StreamOffset.from_json(start), StreamOffset.from_json(end)
+        if finish.window:  # whatever the mode now: the offset says how the batch was cut
+            if finish.watermark == begin.watermark:
+                return []
+            return plan_window_partitions(self._spec, begin, finish)
         splits = self._splits.get(_key(begin, finish))
         # Only per-shard tasks need the boundaries; merged mode has one task whatever they are.
         per_shard = self._spec.partition_mode is PartitionMode.PER_SHARD
@@ -168,6 +179,9 @@ class ShardstreamBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         spec = self._spec
         start = initial_offset(spec)
+        if windows_apply(spec):  # one window, from the start to the end of the data
+            end = plan_window(spec, start, None, read_bound(spec, pin_now=True))
+            return plan_window_partitions(spec, start, end) if end.window else []
         # A local planner: this reader is pickled to the executors after this call.
         planner = BatchPlanner(spec, split_every=spec.events_per_partition)
         try:

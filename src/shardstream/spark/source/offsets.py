@@ -7,6 +7,10 @@ An offset holds
   stream's configured start" (``startAtOperationTime``, ``resumeAfter`` ... or the oldest
   oplog entry); a live query's first offset pins a high-water-mark token at the cluster's
   time instead, so every replay starts from the same point.
+* ``window`` (only written when true): the batch that ends here is a cluster-time window
+  (:mod:`shardstream.spark.source.window_planner`): ``watermark`` is the high-water-mark
+  token of the window's end, every event below it is included, and ``shards`` is the
+  start's (a window's shard tokens are never read).
 * ``shards``: per shard, the token of its last event included ("" while it has none).
   The watermark alone says where a batch ends in the merged order; the shard tokens say
   where each shard's share of it ends, down to an operation inside a transaction (a
@@ -70,6 +74,7 @@ class StreamOffset:
 
     watermark: str
     shards: Mapping[str, str]
+    window: bool = False
 
     @classmethod
     def initial(cls, watermark: str, shard_names: Iterable[str]) -> StreamOffset:
@@ -78,11 +83,14 @@ class StreamOffset:
 
     def to_json(self) -> dict[str, Any]:
         """The offset as Spark stores it, in the one canonical key order."""
-        return {
+        value: dict[str, Any] = {
             "v": OFFSET_VERSION,
             "watermark": self.watermark,
             "shards": {name: self.shards[name] for name in sorted(self.shards)},
         }
+        if self.window:
+            value["window"] = True
+        return value
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> StreamOffset:
@@ -110,7 +118,12 @@ class StreamOffset:
                 raise ConfigurationError(
                     f"expected shard {name!r} to map to a token (hex or empty), got {token!r:.80}"
                 )
-        return cls(watermark, dict(shards))
+        window = value.get("window", False)
+        if not isinstance(window, bool):
+            raise ConfigurationError(
+                f"expected the offset's window to be a boolean, got {window!r}"
+            )
+        return cls(watermark, dict(shards), window)
 
     def advanced(self, watermark: str, last_by_shard: Mapping[str, str]) -> StreamOffset:
         """The offset after a batch ending at ``watermark``, with each shard's new last event."""

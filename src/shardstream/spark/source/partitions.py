@@ -16,7 +16,11 @@ from pyspark.sql.datasource import InputPartition
 
 from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import PartitionMode, SourceSpec
-from shardstream.spark.source.range_reader import read_merged_range, read_shard_range
+from shardstream.spark.source.range_reader import (
+    read_merged_range,
+    read_shard_range,
+    read_shard_window,
+)
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeEvent
 
@@ -38,6 +42,23 @@ class ShardRange(InputPartition):
     shard: str
     after: str
     last: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardWindow(InputPartition):
+    """One task reading one shard's events above token ``after`` and below ``end`` (the
+    high-water-mark token of a cluster-time window's end)."""
+
+    shard: str
+    after: str
+    end: str
+
+
+def plan_window_partitions(
+    spec: SourceSpec, start: StreamOffset, end: StreamOffset
+) -> list[InputPartition]:
+    """The tasks of the window ``(start, end)``: one per shard."""
+    return [ShardWindow(name, start.watermark, end.watermark) for name, _ in spec.oplog_paths]
 
 
 def plan_partitions(
@@ -72,6 +93,8 @@ def read_partition(spec: SourceSpec, partition: InputPartition) -> Iterator[pa.R
         events = read_merged_range(spec, partition.start, partition.end)
     elif isinstance(partition, ShardRange):
         events = read_shard_range(spec, partition.shard, partition.after, partition.last)
+    elif isinstance(partition, ShardWindow):
+        events = read_shard_window(spec, partition.shard, partition.after, partition.end)
     else:
         return  # Spark's placeholder for a batch read with no partitions
     yield from _arrow_batches(events, relaxed=spec.relaxed_json)

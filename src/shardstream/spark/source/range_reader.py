@@ -28,7 +28,7 @@ from shardstream.merger.handle_topology_change import is_internal
 from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from shardstream.resume_token import encode_token
-from shardstream.spark.source.fast_start import fast_start, open_planning_stream
+from shardstream.spark.source.fast_start import FastStart, fast_start, open_planning_stream
 from shardstream.spark.source.offsets import StreamOffset, data_of
 from shardstream.spark.source.options import SourceSpec
 from shardstream.spark.source.shard_inputs import (
@@ -105,11 +105,8 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
     fast = fast_start(spec, after)
     reader: ShardReader | FastShardReader
     if fast is not None:
-        # The shard's raw entries from the token's time; events up to it are dropped below.
-        options = fast.options.with_options(merged_by_router=True)
-        start = start_time(options)
-        source = open_shard_source(spec, shard, start, raw=True)
-        reader = FastShardReader(source, options, start=start)
+        reader, options = _fast_reader(spec, shard, fast)
+        source = reader.source
         floor = fast.floor
     else:
         options = stream_options(spec, after).with_options(merged_by_router=True)
@@ -149,6 +146,55 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
                 raise _shard_not_reproducible(spec, shard, last, "the shard's oplog ended first")
     finally:
         source.close()
+
+
+def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Iterator[ChangeEvent]:
+    """Yield ``shard``'s events of the merged stream above ``after`` and below ``end``.
+
+    A window's share of one shard (:mod:`shardstream.spark.source.window_planner`): ``end``
+    is the high-water-mark token of the window's end time.  The shard's entries are read
+    raw from ``after``'s time (the file's ``ts`` index seeks there) until the first one at
+    or past the end.
+
+    Raises:
+        MergeError: ``spec`` does not take the fast path (no window is planned for it).
+    """
+    fast = fast_start(spec, after)
+    if fast is None:
+        raise MergeError(
+            f"{spec.display}: a cluster-time window is read on the fast path, which this "
+            "source does not take (BSON oplog files and default stream options only)"
+        )
+    reader, options = _fast_reader(spec, shard, fast)
+    keep = router_filter(spec, options)
+    floor, end = fast.floor, data_of(end)
+    try:
+        while True:
+            batch = reader.read(READ_CHUNK)
+            if batch is None:  # a file always answers; a source that does not is no file
+                raise MergeError(f"{spec.display}: shard {shard!r} returned no batch")
+            for event in batch.events:
+                token = event.token.data
+                if token >= end:
+                    return  # the shard's events come in token order: the rest is later
+                if token > floor and keep(event):
+                    yield event
+            promise = batch.promise
+            if batch.exhausted or (promise is not None and promise.data >= end):
+                return
+    finally:
+        reader.source.close()
+
+
+def _fast_reader(
+    spec: SourceSpec, shard: str, fast: FastStart
+) -> tuple[FastShardReader, ChangeStreamOptions]:
+    """The shard's raw entries from the fast start's time, through the fast pipeline; the
+    events at or below its floor are the caller's to drop."""
+    options = fast.options.with_options(merged_by_router=True)
+    start = start_time(options)
+    source = open_shard_source(spec, shard, start, raw=True)
+    return FastShardReader(source, options, start=start), options
 
 
 def router_filter(spec: SourceSpec, options: ChangeStreamOptions) -> Callable[[ChangeEvent], bool]:

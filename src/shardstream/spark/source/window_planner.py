@@ -1,0 +1,113 @@
+"""Driver side, per-shard mode: a batch is a cluster-time window, planned without a merge.
+
+Every event's token begins with its cluster time, so the events of ``[S, T)`` (cluster
+times) sort after every event of the window before it, whatever shard they come from: a
+window is a slice of the merged stream, exactly once and replayable by construction.  A
+transaction's events share its commit time, so none straddles two windows.  The driver
+therefore needs no merge to cut batches: it picks ``T`` from each shard's ``ts`` index
+(:mod:`shardstream.oplog.ts_index`, built by framing the files' BSON) so that the shards
+hold about ``maxEventsPerTrigger`` entries in ``[S, T)``, and each task reads one shard's
+share of the window on the fast path (``range_reader.read_shard_window``).  Within a batch
+the stream's order is the order of ``_id``, which the sinks sort by.
+
+The end offset's watermark is the high-water-mark token of ``T``: it sorts below every
+event at ``T`` and above every event before it, so the next window (or a merged batch,
+or a restart) starts there with nothing lost or read twice.
+
+Windows are used where they give the merged stream's events exactly: BSON oplog files on
+the fast path (``fast_start``), and a whole-cluster stream, which is never invalidated (a
+collection or database stream ends at its invalidate, which only the merge finds).
+Everything else keeps :class:`~shardstream.spark.source.batch_planner.BatchPlanner`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Sequence
+from typing import Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.oplog.ts_index import STRIDE, TsIndex, ts_index
+from shardstream.resume_token import decode_token, encode_token, high_water_mark
+from shardstream.spark.source.fast_start import fast_start
+from shardstream.spark.source.offsets import StreamOffset, token_of_text, token_text
+from shardstream.spark.source.options import PartitionMode, SourceSpec
+from shardstream.spark.source.shard_inputs import ReadBound, start_time
+from shardstream.transform.options import StreamScope
+
+_TICK: Final = 1  # one increment: the smallest step between two cluster times
+_NO_END: Final = 1 << 64  # above every cluster time
+
+
+def windows_apply(spec: SourceSpec) -> bool:
+    """Whether ``spec``'s batches are planned as cluster-time windows."""
+    return (
+        spec.partition_mode is PartitionMode.PER_SHARD
+        and spec.stream.scope is StreamScope.CLUSTER
+        and fast_start(spec, "") is not None
+    )
+
+
+def plan_window(
+    spec: SourceSpec, start: StreamOffset, max_events: int | None, bound: ReadBound | None
+) -> StreamOffset:
+    """The end of the window that starts at ``start`` (``start`` itself: no more data).
+
+    Args:
+        spec: a source :func:`windows_apply` accepts.
+        start: where the window starts (its watermark; "" = the configured start).
+        max_events: about how many entries the window should hold (None: all of them).
+        bound: where the read ends (``endAtOperationTime``).
+    """
+    indexes = [ts_index(path) for _, path in spec.oplog_paths]
+    begin = _window_start(spec, start.watermark, indexes)
+    if begin is None:
+        return start  # every file is empty
+    end = max(index.last for index in indexes) + _TICK  # just past the last entry
+    if bound is not None:
+        end = min(end, _as_int(decode_token(token_of_text(bound.stop_before)).cluster_time))
+    if max_events is not None:
+        end = min(end, _end_after(indexes, begin, max_events))
+    if end <= begin:
+        return start  # nothing at or after the start
+    version = spec.stream.default_token_version
+    mark = high_water_mark(Timestamp(end >> 32, end & 0xFFFFFFFF), version)
+    return StreamOffset(token_text(encode_token(mark)), start.shards, window=True)
+
+
+def window_end(offset: StreamOffset) -> Timestamp:
+    """The first cluster time after a window offset's window."""
+    return decode_token(token_of_text(offset.watermark)).cluster_time
+
+
+def _window_start(spec: SourceSpec, watermark: str, indexes: Sequence[TsIndex]) -> int | None:
+    """The window's first cluster time as an integer; None: the files' beginning."""
+    if watermark:
+        return _as_int(decode_token(token_of_text(watermark)).cluster_time)
+    configured = start_time(spec.stream)
+    if configured is not None:
+        return _as_int(configured)
+    firsts = [index.times[0] for index in indexes if index.times]
+    return min(firsts) if firsts else None
+
+
+def _end_after(indexes: Sequence[TsIndex], begin: int, max_events: int) -> int:
+    """The cluster time before which the shards hold about ``max_events`` entries from
+    ``begin`` on.
+
+    Walks the shards' sampled times above ``begin`` in time order; each stands for the
+    stride of entries before it.  The first one is always taken, so every window advances.
+    """
+    above = (index.times[bisect.bisect_right(index.times, begin) :] for index in indexes)
+    taken = 0
+    for time in heapq.merge(*above):
+        taken += STRIDE
+        if taken >= max_events:
+            return time
+    return _NO_END  # fewer than that: the window runs to the end of the data
+
+
+def _as_int(ts: Timestamp) -> int:
+    return (ts.time << 32) | ts.inc

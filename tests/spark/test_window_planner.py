@@ -1,0 +1,154 @@
+"""Per-shard mode over BSON files: batches are cluster-time windows planned from ts indexes.
+
+The oracle is merged mode on the reference path (the driver's merge, one merged task, no
+fast start): the windows' rows, all batches together, must be its rows; every window's
+rows sort after the previous window's; and the driver never runs a merge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from shardstream.bench.corpus import oplog_bytes
+from shardstream.errors import MergeError
+from shardstream.sim import SimulatedCluster, SimulationConfig
+from shardstream.spark.source import batch_planner, range_reader
+from shardstream.spark.source import fast_start as fast_start_module
+from shardstream.spark.source.data_source import ShardstreamBatchReader, ShardstreamStreamReader
+from shardstream.spark.source.offsets import StreamOffset
+from shardstream.spark.source.options import parse_options
+from shardstream.spark.source.partitions import ShardWindow
+from shardstream.spark.source.window_planner import windows_apply
+from tests.spark.test_stream_reader import _drain, _read
+
+
+def _sim_files(tmp_path: Path, seed: int) -> str:
+    config = SimulationConfig(seed=seed, shards=3, operations=400, p_migration=0.05)
+    paths = SimulatedCluster(config).run().write_oplogs(tmp_path / f"sim{seed}")
+    return ",".join(f"{name}={path}" for name, path in paths.items())
+
+
+def _corpus_files(tmp_path: Path) -> str:
+    paths = []
+    for seed in range(3):
+        path = tmp_path / f"c{seed}.bson"
+        path.write_bytes(oplog_bytes(600, seed=seed))
+        paths.append(f"s{seed}={path}")
+    return ",".join(paths)
+
+
+def _files(corpus: str, tmp_path: Path) -> str:
+    return _corpus_files(tmp_path) if corpus == "objectid" else _sim_files(tmp_path, int(corpus))
+
+
+def _table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # A DDL event seen on several shards has one token and a row per shard.
+    return sorted(rows, key=lambda row: (row["_id"], row["shard"]))
+
+
+def _reference(options: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    with monkeypatch.context() as patched:
+        for module in (fast_start_module, range_reader):
+            patched.setattr(module, "fast_start", lambda spec, after: None)
+        reader = ShardstreamStreamReader(parse_options({**options, "partitionMode": "merged"}))
+        return [row for _, _, rows in _drain(reader, ReadMaxRows(10_000)) for row in rows]
+
+
+@pytest.mark.parametrize("corpus", ["1", "4", "objectid"])
+def test_windows_give_the_merged_streams_rows(
+    corpus: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {"oplog": _files(corpus, tmp_path), "partitionMode": "perShard"}
+    assert windows_apply(parse_options(options))
+    reference = _reference(options, monkeypatch)
+
+    def no_merge(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a window is planned without the merge")
+
+    monkeypatch.setattr(batch_planner.BatchPlanner, "plan", no_merge)
+    batches = _drain(ShardstreamStreamReader(parse_options(options)), ReadMaxRows(150))
+    assert len(batches) > 3
+    previous = ""
+    for _, end, rows in batches:
+        assert end.get("window") is True
+        assert StreamOffset.from_json(end).window
+        ids = [row["_id"] for row in rows]
+        assert all(previous < token < end["watermark"] for token in ids)  # exactly once
+        previous = max(ids, default=previous)
+    assert _table([row for _, _, rows in batches for row in rows]) == _table(reference)
+
+
+def test_a_window_respects_the_match_pipeline_and_the_end_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {
+        "oplog": _sim_files(tmp_path, 2),
+        "partitionMode": "perShard",
+        "pipeline": '[{"$match": {"operationType": {"$in": ["insert", "delete"]}}}]',
+    }
+    everything = _reference(options, monkeypatch)
+    times = sorted({row["clusterTime"]["t"] for row in everything})
+    options["endAtOperationTime"] = f"{times[len(times) // 2]},1"
+    reference = _reference(options, monkeypatch)
+    assert 0 < len(reference) < len(everything)
+    assert {row["operationType"] for row in reference} <= {"insert", "delete"}
+    rows = [
+        r
+        for _, _, rs in _drain(ShardstreamStreamReader(parse_options(options)), ReadMaxRows(100))
+        for r in rs
+    ]
+    assert _table(rows) == _table(reference)
+
+
+def test_a_batch_read_is_one_window_per_shard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = {"oplog": _corpus_files(tmp_path), "partitionMode": "perShard"}
+    reader = ShardstreamBatchReader(parse_options(options))
+    partitions = reader.partitions()
+    assert [type(p) for p in partitions] == [ShardWindow] * 3
+    assert _table(_read(reader, partitions)) == _table(_reference(options, monkeypatch))
+
+
+def test_a_merged_query_goes_on_from_a_window_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint written in per-shard mode, restarted in merged mode: the window offsets
+    # already taken are read as windows, and the merge goes on after the last one.
+    options = {"oplog": _sim_files(tmp_path, 5), "partitionMode": "perShard"}
+    windows = ShardstreamStreamReader(parse_options(options))
+    start = windows.initialOffset()
+    rows: list[dict[str, Any]] = []
+    for _ in range(2):
+        end = windows.latestOffset(start, ReadMaxRows(200))
+        rows += _read(windows, windows.partitions(start, end))
+        start = end
+    merged = ShardstreamStreamReader(parse_options({**options, "partitionMode": "merged"}))
+    assert merged.partitions(windows.initialOffset(), start)  # a window read in merged mode
+    while (end := merged.latestOffset(start, ReadMaxRows(200))) != start:
+        rows += _read(merged, merged.partitions(start, end))
+        start = end
+    assert _table(rows) == _table(_reference(options, monkeypatch))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"db": "shop"}, {"showExpandedEvents": "true"}, {"partitionMode": "merged"}],
+    ids=["database-stream", "expanded-events", "merged-mode"],
+)
+def test_windows_only_where_they_are_the_merged_stream(
+    extra: dict[str, str], tmp_path: Path
+) -> None:
+    # A database or collection stream ends at its invalidate, which only the merge finds.
+    options = {"oplog": _corpus_files(tmp_path), "partitionMode": "perShard", **extra}
+    assert not windows_apply(parse_options(options))
+
+
+def test_a_window_task_needs_the_fast_path(tmp_path: Path) -> None:
+    spec = parse_options({"oplog": _corpus_files(tmp_path), "showExpandedEvents": "true"})
+    with pytest.raises(MergeError, match="fast path"):
+        list(range_reader.read_shard_window(spec, "s0", "", "82"))
