@@ -13,6 +13,11 @@ operations, 5,000 by default) is read through the stream reader as Spark's runne
   after its start watermark).
 
 Each figure is events/s, the median of 3 runs, with the spread.
+
+``--files PER_SHARD`` runs the same reads over the benchmark corpus written as 4 BSON files
+(ObjectId keys, the fast path): merged mode plans by the merge, per-shard mode in cluster-time
+windows from the files' ``ts`` indexes; batches of ``maxEventsPerTrigger`` 50,000.  The plan
+row is then the time of every ``latestOffset`` call of the whole run.
 """
 
 from __future__ import annotations
@@ -48,12 +53,21 @@ def _plan(entries: int) -> int:
         planner.close()
 
 
-def _read(entries: int, mode: str, limit: ReadLimit) -> tuple[int, float, float]:
-    """Plan every batch, then time each task; return (events, sum of tasks, slowest per batch)."""
-    reader = ShardstreamStreamReader(parse_options(_options(entries, mode)))
+def _read(
+    entries: int, mode: str, limit: ReadLimit, files: str | None = None
+) -> tuple[int, float, float, float]:
+    """Plan every batch, then time each task; return (events, sum of tasks, slowest per
+    batch, planning)."""
+    options = _options(entries, mode) if files is None else {"oplog": files, "partitionMode": mode}
+    reader = ShardstreamStreamReader(parse_options(options))
     start = reader.initialOffset()
-    events, total, slowest = 0, 0.0, 0.0
-    while (end := reader.latestOffset(start, limit)) != start:
+    events, total, slowest, planning = 0, 0.0, 0.0, 0.0
+    while True:
+        began = time.perf_counter()
+        end = reader.latestOffset(start, limit)
+        planning += time.perf_counter() - began
+        if end == start:
+            break
         durations = []
         for partition in reader.partitions(start, end):
             began = time.perf_counter()
@@ -63,16 +77,50 @@ def _read(entries: int, mode: str, limit: ReadLimit) -> tuple[int, float, float]
         slowest += max(durations)
         start = end
     reader.stop()
-    return events, total, slowest
+    return events, total, slowest, planning
 
 
-def _tasks(entries: int, mode: str, limit: ReadLimit) -> dict[str, tuple[float, float]]:
-    one_core, parallel = [], []
+def _tasks(
+    entries: int, mode: str, limit: ReadLimit, files: str | None = None
+) -> dict[str, tuple[float, float]]:
+    one_core, parallel, plans = [], [], []
     for _ in range(REPEATS):
-        events, total, slowest = _read(entries, mode, limit)
+        events, total, slowest, planning = _read(entries, mode, limit, files)
         one_core.append(events / total)
         parallel.append(events / slowest)
-    return {"1 core": _median(one_core), "shards in parallel": _median(parallel)}
+        plans.append(events / planning)
+    return {
+        "1 core": _median(one_core),
+        "shards in parallel": _median(parallel),
+        "plan": _median(plans),
+    }
+
+
+def _files(per_shard: int) -> None:
+    from pathlib import Path
+    from tempfile import mkdtemp
+
+    from shardstream.bench.corpus import oplog_bytes
+
+    work = Path(mkdtemp(prefix="shardstream-source-"))
+    parts = []
+    for shard in range(4):
+        path = work / f"shard{shard}.bson"
+        path.write_bytes(oplog_bytes(per_shard, seed=shard))
+        parts.append(f"shard{shard}={path}")
+    files = ",".join(parts)
+    print(
+        f"python {platform.python_version()}, {platform.machine()}; benchmark corpus, 4 BSON "
+        f"files x {per_shard:,} entries; batches of 50,000"
+    )
+    limit = ReadMaxRows(50_000)
+    for mode, label in (("merged", "merged"), ("perShard", "per-shard windows")):
+        measured = _tasks(0, mode, limit, files)
+        names = ("plan", "1 core") if mode == "merged" else tuple(measured)
+        for key in names:
+            rate, spread = measured[key]
+            name = f"{label}: {'driver plan' if key == 'plan' else 'tasks, ' + key}"
+            print(f"{name:52} {rate:10,.0f} events/s  spread {spread:5.1%}")
 
 
 def _median(rates: list[float]) -> tuple[float, float]:
@@ -82,6 +130,9 @@ def _median(rates: list[float]) -> tuple[float, float]:
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--files"]:
+        _files(int(argv[1]))
+        return
     entries = int(argv[0]) if argv else 5000
     config = parse_options(_options(entries, "merged")).simulation
     assert config is not None

@@ -20,6 +20,7 @@ from shardstream.sim import (
 from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform.extended_json import event_to_json
 
 
 def simulate(*, seed: int, shards: int = 3, operations: int = 300) -> SimulationResult:
@@ -48,3 +49,32 @@ def event_batches(events: list[ChangeEvent], size: int) -> list[pa.Table]:
 def expected_state(result: SimulationResult) -> dict[Any, dict[bytes, bytes]]:
     """The simulator's true final data, as BSON bytes."""
     return encoded_state(result.final_state)
+
+
+_TOKENS = iter(range(10**6))
+
+
+def event_row(
+    operation: str,
+    *,
+    ns: tuple[str, str | None] = ("shop", "orders"),
+    _id: Any = None,
+    doc: dict[str, Any] | None = None,
+    diff: dict[str, Any] | None = None,
+    to: tuple[str, str] | None = None,
+    fragment: str | None = None,
+) -> dict[str, Any]:
+    """One event as the mirror reads it (its row columns), with a fresh increasing token."""
+    token = f"82{next(_TOKENS):08X}"
+    return {
+        "_id": token,
+        "operationType": operation,
+        "clusterTime": {"t": 1, "i": int(token[2:], 16)},
+        "db": ns[0],
+        "coll": ns[1],
+        "documentKey": event_to_json({"_id": _id}) if _id is not None else None,
+        "fullDocument": event_to_json(doc) if doc is not None else None,
+        "to": event_to_json({"db": to[0], "coll": to[1]}) if to else None,
+        "_oplogUpdate": event_to_json({"$v": 2, "diff": diff}) if diff is not None else None,
+        "_fragment": fragment,
+    }

@@ -22,35 +22,8 @@ from shardstream.spark.delta.mirror_state import (
 )
 from shardstream.spark.source.rows import event_to_row
 from shardstream.transform.extended_json import event_to_json
-from tests.spark.lakehouse_checks import merged_events, simulate
+from tests.spark.lakehouse_checks import event_row, merged_events, simulate
 from tests.strategies import document_keys
-
-_tokens = iter(range(10**6))
-
-
-def _event(
-    operation: str,
-    *,
-    ns: tuple[str, str | None] = ("shop", "orders"),
-    _id: Any = None,
-    doc: dict[str, Any] | None = None,
-    diff: dict[str, Any] | None = None,
-    to: tuple[str, str] | None = None,
-    fragment: str | None = None,
-) -> dict[str, Any]:
-    token = f"82{next(_tokens):08X}"
-    return {
-        "_id": token,
-        "operationType": operation,
-        "clusterTime": {"t": 1, "i": int(token[2:], 16)},
-        "db": ns[0],
-        "coll": ns[1],
-        "documentKey": event_to_json({"_id": _id}) if _id is not None else None,
-        "fullDocument": event_to_json(doc) if doc is not None else None,
-        "to": event_to_json({"db": to[0], "coll": to[1]}) if to else None,
-        "_oplogUpdate": event_to_json({"$v": 2, "diff": diff}) if diff is not None else None,
-        "_fragment": fragment,
-    }
 
 
 def _stored(db: str, coll: str, _id: Any, doc: dict[str, Any]) -> MirrorRow:
@@ -76,7 +49,7 @@ def _documents(rows: dict[Any, MirrorRow | None]) -> dict[Any, Any]:
 def test_update_applies_the_oplog_diff_keeping_order_and_types() -> None:
     stored = _stored("shop", "orders", 1, {"_id": 1, "a": Int64(5), "b": {"c": 1}, "d": 2})
     diff = {"u": {"a": Int64(6)}, "i": {"z.y": 1, "0": "n"}, "sb": {"d": {"c": True}}}
-    changes = apply_batch([_event("update", _id=1, diff=diff)], [stored])
+    changes = apply_batch([event_row("update", _id=1, diff=diff)], [stored])
     (row,) = changes.rows.values()
     assert row is not None
     expected = {"_id": 1, "a": Int64(6), "b": {}, "d": 2, "z.y": 1, "0": "n"}
@@ -87,11 +60,11 @@ def test_update_applies_the_oplog_diff_keeping_order_and_types() -> None:
 
 def test_insert_update_delete_in_one_batch_in_token_order() -> None:
     events = [
-        _event("insert", _id=1, doc={"_id": 1, "n": 1}),
-        _event("update", _id=1, diff={"u": {"n": 2}}),
-        _event("insert", _id=2, doc={"_id": 2}),
-        _event("delete", _id=2),
-        _event("replace", _id=3, doc={"_id": 3, "r": True}),
+        event_row("insert", _id=1, doc={"_id": 1, "n": 1}),
+        event_row("update", _id=1, diff={"u": {"n": 2}}),
+        event_row("insert", _id=2, doc={"_id": 2}),
+        event_row("delete", _id=2),
+        event_row("replace", _id=3, doc={"_id": 3, "r": True}),
     ]
     changes = apply_batch(events, [])
     documents = _documents(changes.rows)
@@ -108,11 +81,11 @@ def test_insert_update_delete_in_one_batch_in_token_order() -> None:
 
 def test_batch_needs_names_update_bases_and_ddl_scopes() -> None:
     events = [
-        _event("insert", _id=1, doc={"_id": 1}),
-        _event("update", _id=2, diff={"u": {"a": 1}}),
-        _event("drop", ns=("shop", "gone")),
-        _event("rename", ns=("shop", "a"), to=("shop", "b")),
-        _event("dropDatabase", ns=("old", None)),
+        event_row("insert", _id=1, doc={"_id": 1}),
+        event_row("update", _id=2, diff={"u": {"a": 1}}),
+        event_row("drop", ns=("shop", "gone")),
+        event_row("rename", ns=("shop", "a"), to=("shop", "b")),
+        event_row("dropDatabase", ns=("old", None)),
     ]
     needs = batch_needs(events)
     assert needs.keys == {("shop", "orders", document_id(events[1]["documentKey"]))}
@@ -128,12 +101,12 @@ def test_drop_rename_and_drop_database_act_on_their_rows() -> None:
         _stored("shop", "c", 9, {"_id": 9}),
         _stored("old", "t", 5, {"_id": 5}),
     ]
-    rename = _event("rename", ns=("shop", "a"), to=("shop", "b"))
+    rename = event_row("rename", ns=("shop", "a"), to=("shop", "b"))
     events = [
         rename,
-        _event("update", ns=("shop", "b"), _id=1, diff={"u": {"x": 2}}),
-        _event("drop", ns=("shop", "c")),
-        _event("dropDatabase", ns=("old", None)),
+        event_row("update", ns=("shop", "b"), _id=1, diff={"u": {"x": 2}}),
+        event_row("drop", ns=("shop", "c")),
+        event_row("dropDatabase", ns=("old", None)),
     ]
     changes = apply_batch(events, stored)
     documents = _documents(changes.rows)
@@ -150,7 +123,7 @@ def test_drop_rename_and_drop_database_act_on_their_rows() -> None:
 def test_a_rename_seen_on_two_shards_acts_once() -> None:
     # mongos passes on a DDL event once per shard that saw it, with byte-identical tokens.
     stored = [_stored("shop", "a", 1, {"_id": 1})]
-    rename = _event("rename", ns=("shop", "a"), to=("shop", "b"))
+    rename = event_row("rename", ns=("shop", "a"), to=("shop", "b"))
     changes = apply_batch([rename, dict(rename)], stored)
     one = document_id(event_to_json({"_id": 1}))
     documents = _documents(changes.rows)
@@ -159,7 +132,7 @@ def test_a_rename_seen_on_two_shards_acts_once() -> None:
 
 
 def test_update_of_an_unknown_document_is_refused_or_counted() -> None:
-    event = _event("update", _id=7, diff={"u": {"a": 1}})
+    event = event_row("update", _id=7, diff={"u": {"a": 1}})
     with pytest.raises(SinkError, match="expected the mirror to hold the document"):
         apply_batch([event], [])
     changes = apply_batch([event], [], strict=False)
@@ -168,7 +141,7 @@ def test_update_of_an_unknown_document_is_refused_or_counted() -> None:
 
 
 def test_split_event_fragments_are_refused_loudly() -> None:
-    fragment = _event("update", _id=1, fragment="update")
+    fragment = event_row("update", _id=1, fragment="update")
     with pytest.raises(SinkError, match="fragment of a split 'update' event"):
         batch_needs([fragment])
     with pytest.raises(SinkError, match="fragment"):
@@ -179,10 +152,10 @@ def test_bad_rows_name_what_was_expected() -> None:
     with pytest.raises(SinkError, match="expected documentKey as Extended JSON with an _id"):
         document_id('{"x": 1}')
     with pytest.raises(SinkError, match="expected a rename event's 'to'"):
-        batch_needs([_event("rename", ns=("shop", "a"))])
+        batch_needs([event_row("rename", ns=("shop", "a"))])
     stored = _stored("shop", "orders", 1, {"_id": 1})
     with pytest.raises(TransformError):
-        apply_batch([_event("update", _id=1, diff={"q": {}})], [stored])
+        apply_batch([event_row("update", _id=1, diff={"q": {}})], [stored])
 
 
 def test_a_simulated_stream_in_batches_rebuilds_the_reference_state() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 from shardstream.spark.delta.changelog import newer_than
@@ -28,6 +29,7 @@ from shardstream.spark.delta.commits import (
     committed_watermark,
     open_table,
 )
+from shardstream.spark.delta.mirror_plain import split_plain
 from shardstream.spark.delta.mirror_state import (
     BatchNeeds,
     MirrorChanges,
@@ -85,12 +87,14 @@ class PreparedBatch:
     Attributes:
         events: events applied (those above the mirror's watermark).
         rows_read: stored rows read from the mirror.
-        changes: the touched rows' final state.
+        changes: the touched rows' final state, as applied in Python.
+        plain: merge rows of the documents the batch only sets or deletes (``mirror_plain``).
     """
 
     events: int
     rows_read: int
     changes: MirrorChanges
+    plain: pa.Table | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,16 +134,24 @@ class DeltaMirror:
 
     def prepare(self, events: pa.Table) -> PreparedBatch:
         """Apply a batch (token order) to the rows it touches; nothing is written yet."""
-        fresh = newer_than(events, self._watermark)
-        rows = fresh.select(list(EVENT_COLUMNS)).to_pylist()
+        fresh = newer_than(events, self._watermark).select(list(EVENT_COLUMNS))
+        split = split_plain(fresh)  # documents only set or deleted: no row objects
+        rows = split.events.to_pylist()
         stored = self._load(batch_needs(rows))
-        return PreparedBatch(len(rows), len(stored), apply_batch(rows, stored, strict=self.strict))
+        changes = apply_batch(rows, stored, strict=self.strict)
+        return PreparedBatch(fresh.num_rows, len(stored), changes, split.plain)
 
     def write(self, prepared: PreparedBatch, commit: BatchCommit) -> MirrorWrite:
         """Write a prepared batch in one commit carrying the batch markers."""
         changes = prepared.changes
         source = _merge_source(changes.rows)
         deleted = sum(1 for row in changes.rows.values() if row is None)
+        if prepared.plain is not None and prepared.plain.num_rows:
+            plain = prepared.plain.cast(_MERGE_SOURCE_SCHEMA)
+            deleted += pc.sum(plain[_DELETE]).as_py() or 0
+            source = pa.concat_tables([source, plain]).sort_by(
+                [(name, "ascending") for name in ("db", "coll", "_documentId")]
+            )
         table = self._table()
         if source.num_rows:
             (

@@ -1,0 +1,111 @@
+"""The mirror's plain documents (only set or deleted in a batch) in Arrow: the same merge
+rows as applying the whole batch in Python."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from shardstream.bench.corpus import oplog_bytes
+from shardstream.errors import SinkError
+from shardstream.merger import MergedStream
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.spark.delta.mirror import _MERGE_SOURCE_SCHEMA, EVENT_COLUMNS, _merge_source
+from shardstream.spark.delta.mirror_plain import split_plain
+from shardstream.spark.delta.mirror_state import apply_batch
+from shardstream.spark.source.rows import EVENT_SCHEMA
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from tests.spark.lakehouse_checks import event_batches, event_row, merged_events, simulate
+
+_KEY = [(name, "ascending") for name in ("db", "coll", "_documentId")]
+
+
+def _whole(events: pa.Table) -> pa.Table:
+    changes = apply_batch(events.to_pylist(), [], strict=False)
+    return _merge_source(changes.rows)
+
+
+def _split(events: pa.Table) -> pa.Table:
+    split = split_plain(events)
+    source = _merge_source(apply_batch(split.events.to_pylist(), [], strict=False).rows)
+    if split.plain is None:
+        return source
+    return pa.concat_tables([source, split.plain.cast(_MERGE_SOURCE_SCHEMA)]).sort_by(_KEY)
+
+
+def _corpus_events(tmp_path: Path) -> list[ChangeEvent]:
+    sources = {}
+    for seed in range(3):
+        path = tmp_path / f"s{seed}.bson"
+        path.write_bytes(oplog_bytes(1500, seed=seed))
+        sources[path.stem] = FileOplogSource(path.stem, str(path), raw_entries=True)
+    stream = MergedStream(sources, ChangeStreamOptions())
+    events: list[ChangeEvent] = []
+    while not stream.exhausted:
+        events += stream.next_batch(1000)[0]
+    return events
+
+
+@pytest.mark.parametrize("source", ["sim-3", "sim-8", "objectid"])
+@pytest.mark.parametrize("size", [50, 700])
+def test_plain_documents_give_the_whole_batchs_merge_rows(
+    source: str, size: int, tmp_path: Path
+) -> None:
+    if source == "objectid":
+        events = _corpus_events(tmp_path)
+    else:
+        events = merged_events(simulate(seed=int(source[4:]), operations=400))
+    split_some = 0
+    for batch in event_batches(events, size):
+        table = batch.select(list(EVENT_COLUMNS))
+        assert _split(table).to_pylist() == _whole(table).to_pylist()
+        split = split_plain(table)
+        split_some += split.plain is not None and split.plain.num_rows > 0
+    assert split_some  # the Arrow path did take documents
+
+
+def _table(events: list[dict[str, Any]]) -> pa.Table:
+    schema = pa.schema([EVENT_SCHEMA.field(name) for name in EVENT_COLUMNS])
+    return pa.Table.from_pylist(events, schema=schema)
+
+
+def test_a_batch_with_a_drop_is_applied_whole_in_python() -> None:
+    events = [
+        event_row("insert", _id=1, doc={"_id": 1}),
+        event_row("insert", ns=("shop", "gone"), _id=2, doc={"_id": 2}),
+        event_row("drop", ns=("shop", "gone")),
+        event_row("delete", _id=3),
+    ]
+    split = split_plain(_table(events))
+    assert split.plain is None
+    assert split.events.num_rows == len(events)
+    assert _split(_table(events)).to_pylist() == _whole(_table(events)).to_pylist()
+
+
+def test_only_documents_without_an_update_take_the_arrow_path() -> None:
+    events = [
+        event_row("insert", _id=1, doc={"_id": 1, "a": 1}),
+        event_row("insert", _id=2, doc={"_id": 2}),
+        event_row("update", _id=1, diff={"u": {"a": 2}}),
+        event_row("replace", _id=2, doc={"_id": 2, "b": 1}),
+        event_row("delete", _id=3),
+        event_row("createIndexes"),
+    ]
+    split = split_plain(_table(events))
+    assert split.plain is not None
+    assert split.plain["_documentId"].to_pylist() == ['{"$numberInt":"2"}', '{"$numberInt":"3"}']
+    assert split.plain["_delete"].to_pylist() == [False, True]
+    assert split.events["operationType"].to_pylist() == ["insert", "update", "createIndexes"]
+    assert _split(_table(events)).to_pylist() == _whole(_table(events)).to_pylist()
+
+
+@pytest.mark.parametrize("updated", [False, True], ids=["arrow-path", "python-path"])
+def test_an_insert_without_its_document_is_refused(updated: bool) -> None:
+    events = [event_row("insert", _id=1)]
+    if updated:
+        events.append(event_row("update", _id=1, diff={"u": {"a": 2}}))
+    with pytest.raises(SinkError, match="expected column 'fullDocument'"):
+        _split(_table(events))
