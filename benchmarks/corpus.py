@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from shardstream.bench.corpus import COLLECTIONS, generate_oplog, oplog_bytes
+from shardstream.bench.corpus import COLLECTIONS, corpus_files, generate_oplog, oplog_bytes
 
-__all__ = ["COLLECTIONS", "generate_oplog", "oplog_bytes"]
+__all__ = ["COLLECTIONS", "corpus_files", "generate_oplog", "oplog_bytes"]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shardstream.bench.corpus import oplog_bytes
+from benchmarks.corpus import corpus_files
 from shardstream.spark.ingest import query
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import IngestSettings, run_ingest
@@ -39,11 +39,7 @@ class _Arrow:
 def main(argv: list[str]) -> None:
     per_shard, master, mode, batch = int(argv[0]), argv[1], argv[2], argv[3]
     work = Path(tempfile.mkdtemp(prefix="shardstream-phases-"))
-    parts = []
-    for shard in range(4):
-        path = work / f"shard{shard}.bson"
-        path.write_bytes(oplog_bytes(per_shard, seed=shard))
-        parts.append(f"shard{shard}={path}")
+    files = corpus_files(work, per_shard)
     writer_call = query._BatchWriter.__call__
     totals = {"toArrow": 0.0, "sink": 0.0}
 
@@ -63,7 +59,7 @@ def main(argv: list[str]) -> None:
 
     query._BatchWriter.__call__ = timed  # type: ignore[method-assign]
     spark = build_session(master)
-    options = {"oplog": ",".join(parts), "partitionMode": mode, "maxEventsPerTrigger": batch}
+    options = {"oplog": files, "partitionMode": mode, "maxEventsPerTrigger": batch}
     settings = IngestSettings(table=work / "lake", source_options=options, bounded=True)
     began = time.perf_counter()
     done = run_ingest(spark, settings, IngestProgress(sys.stderr, interactive=False))

@@ -126,19 +126,13 @@ def _marginal(per_shard: int, batch: int) -> None:
     subprocess's whole wall time); the marginal rate is the events the larger corpus adds
     over the time it adds, so start-up (Python workers, the first batch) cancels out.
     """
-    from shardstream.bench.corpus import oplog_bytes
+    from shardstream.bench.corpus import corpus_files
 
     sizes = (per_shard, 2 * per_shard)
     works = []
     for size in sizes:
         work = Path(tempfile.mkdtemp(prefix=f"shardstream-marginal-{size}-"))
-        (work / "oplogs").mkdir()
-        parts = []
-        for shard in range(SHARDS):
-            path = work / "oplogs" / f"shard{shard}.bson"
-            path.write_bytes(oplog_bytes(size, seed=shard))
-            parts.append(f"shard{shard}={path}")
-        (work / "oplog-option").write_text(",".join(parts))
+        (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
         works.append(work)
     print(
         f"benchmark corpus (ObjectId keys): {SHARDS} shards x {sizes[0]:,} and x {sizes[1]:,} "

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from shardstream.bench.corpus import oplog_bytes
+from benchmarks.corpus import corpus_files
 from shardstream.spark.source import fast_start as fast_start_module
 from shardstream.spark.source.batch_planner import BatchPlanner
 from shardstream.spark.source.options import SourceSpec, parse_options
@@ -43,12 +43,7 @@ def main() -> None:
     per_shard = int(sys.argv[1]) if len(sys.argv) > 1 else 25_000
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
     directory = Path(tempfile.mkdtemp(prefix="shardstream-planner-"))
-    files = []
-    for seed in range(4):
-        path = directory / f"shard{seed}.bson"
-        path.write_bytes(oplog_bytes(per_shard, seed=seed))
-        files.append(f"shard{seed}={path}")
-    spec = parse_options({"oplog": ",".join(files)})
+    spec = parse_options({"oplog": corpus_files(directory, per_shard)})
     fast_events, fast_s = plan_all(spec, batch)
     # Every plan on the reference path.
     with mock.patch.object(fast_start_module, "fast_start", return_value=None):

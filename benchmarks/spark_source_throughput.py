@@ -100,15 +100,9 @@ def _files(per_shard: int) -> None:
     from pathlib import Path
     from tempfile import mkdtemp
 
-    from shardstream.bench.corpus import oplog_bytes
+    from benchmarks.corpus import corpus_files
 
-    work = Path(mkdtemp(prefix="shardstream-source-"))
-    parts = []
-    for shard in range(4):
-        path = work / f"shard{shard}.bson"
-        path.write_bytes(oplog_bytes(per_shard, seed=shard))
-        parts.append(f"shard{shard}={path}")
-    files = ",".join(parts)
+    files = corpus_files(Path(mkdtemp(prefix="shardstream-source-")), per_shard)
     print(
         f"python {platform.python_version()}, {platform.machine()}; benchmark corpus, 4 BSON "
         f"files x {per_shard:,} entries; batches of 50,000"

@@ -6,6 +6,7 @@ count), in the shape of :func:`shardstream.sim.apply_events.encoded_state`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -78,3 +79,10 @@ def event_row(
         "_oplogUpdate": event_to_json({"$v": 2, "diff": diff}) if diff is not None else None,
         "_fragment": fragment,
     }
+
+
+def sim_files_option(directory: Path, seed: int, **config: Any) -> str:
+    """A simulated 3-shard run written as oplog.bson files: the source's ``oplog`` option."""
+    result = SimulatedCluster(SimulationConfig(seed=seed, shards=3, **config)).run()
+    paths = result.write_oplogs(directory / f"sim{seed}")
+    return ",".join(f"{name}={path}" for name, path in paths.items())

@@ -13,33 +13,26 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from shardstream.bench.corpus import oplog_bytes
+from shardstream.bench.corpus import corpus_files, oplog_bytes
 from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.resume_token import TokenType, encode_token
-from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.source import data_source, range_reader
 from shardstream.spark.source import fast_start as fast_start_module
 from shardstream.spark.source.data_source import ShardstreamStreamReader
 from shardstream.spark.source.fast_start import FlooredStream, fast_start
 from shardstream.spark.source.offsets import token_text
 from shardstream.spark.source.options import parse_options
+from tests.spark.lakehouse_checks import sim_files_option
 from tests.spark.test_stream_reader import _drain
 
 
 def _sim_files(tmp_path: Path, seed: int) -> str:
-    result = SimulatedCluster(SimulationConfig(seed=seed, shards=3, operations=300)).run()
-    paths = result.write_oplogs(tmp_path / f"sim{seed}")
-    return ",".join(f"{name}={path}" for name, path in paths.items())
+    return sim_files_option(tmp_path, seed, operations=300)
 
 
 def _corpus_files(tmp_path: Path) -> str:
     # ObjectId keys: the events the fast path writes itself.
-    paths = []
-    for seed in range(3):
-        path = tmp_path / f"c{seed}.bson"
-        path.write_bytes(oplog_bytes(300, seed=seed))
-        paths.append(f"s{seed}={path}")
-    return ",".join(paths)
+    return corpus_files(tmp_path / "corpus", 300, shards=3)
 
 
 @pytest.mark.parametrize("corpus", ["sim", "objectid"])

@@ -107,7 +107,8 @@ def _vector_events() -> list[ChangeEvent]:
 @pytest.mark.parametrize("relaxed", [False, True], ids=["canonical", "relaxed"])
 def test_json_columns_are_the_reference_writers_text(relaxed: bool) -> None:
     # Every conformance vector's events (every BSON type they hold) and the simulator's.
-    from shardstream.spark.source.rows import DOCUMENT_COLUMNS, RELAXED
+    from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS
+    from shardstream.spark.source.rows import RELAXED
     from shardstream.transform import event_to_json
     from shardstream.transform.field_list import FieldList
 

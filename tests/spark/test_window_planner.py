@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from shardstream.bench.corpus import oplog_bytes
+from shardstream.bench.corpus import corpus_files
 from shardstream.errors import MergeError
-from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.source import batch_planner, range_reader
 from shardstream.spark.source import fast_start as fast_start_module
 from shardstream.spark.source.data_source import ShardstreamBatchReader, ShardstreamStreamReader
@@ -23,22 +22,16 @@ from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import parse_options
 from shardstream.spark.source.partitions import ShardWindow
 from shardstream.spark.source.window_planner import windows_apply
+from tests.spark.lakehouse_checks import sim_files_option
 from tests.spark.test_stream_reader import _drain, _read
 
 
 def _sim_files(tmp_path: Path, seed: int) -> str:
-    config = SimulationConfig(seed=seed, shards=3, operations=400, p_migration=0.05)
-    paths = SimulatedCluster(config).run().write_oplogs(tmp_path / f"sim{seed}")
-    return ",".join(f"{name}={path}" for name, path in paths.items())
+    return sim_files_option(tmp_path, seed, operations=400, p_migration=0.05)
 
 
 def _corpus_files(tmp_path: Path) -> str:
-    paths = []
-    for seed in range(3):
-        path = tmp_path / f"c{seed}.bson"
-        path.write_bytes(oplog_bytes(600, seed=seed))
-        paths.append(f"s{seed}={path}")
-    return ",".join(paths)
+    return corpus_files(tmp_path / "corpus", 600, shards=3)
 
 
 def _files(corpus: str, tmp_path: Path) -> str:

@@ -11,6 +11,7 @@ import datetime
 import random
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import bson
@@ -107,3 +108,16 @@ def _tail(entry: dict[str, Any], ts: Timestamp, **extra: Any) -> dict[str, Any]:
 def oplog_bytes(count: int, *, seed: int = 0) -> bytes:
     """The generated oplog as concatenated BSON (mongodump's oplog.bson layout)."""
     return b"".join(bson.encode(entry) for entry in generate_oplog(count, seed=seed))
+
+
+def corpus_files(directory: Path, per_shard: int, shards: int = 4) -> str:
+    """Write the corpus as one oplog.bson file per shard (``shard<N>.bson``, seed N) into
+    ``directory``; return the ``NAME=PATH,...`` list naming them (the Spark source's
+    ``oplog`` option)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for shard in range(shards):
+        path = directory / f"shard{shard}.bson"
+        path.write_bytes(oplog_bytes(per_shard, seed=shard))
+        parts.append(f"shard{shard}={path}")
+    return ",".join(parts)

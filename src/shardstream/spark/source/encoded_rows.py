@@ -23,8 +23,9 @@ from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.transform.raw.extended_json import bson_to_json
 
-# The event's document columns, by field name (the order of rows.DOCUMENT_COLUMNS).
-_DOCUMENT_FIELDS: Final = (
+# Event fields written as Extended JSON strings, in the order they appear as columns
+# (rows.EVENT_SCHEMA, which takes them from here).
+DOCUMENT_COLUMNS: Final = (
     "documentKey",
     "fullDocument",
     "updateDescription",
@@ -61,7 +62,7 @@ def encoded_event_row(event: EncodedEvent, *, relaxed: bool) -> dict[str, Any]:
         "coll": coll,
         "collectionUUID": str(uuid_value) if isinstance(uuid_value, uuid.UUID) else None,
     }
-    for name in _DOCUMENT_FIELDS:
+    for name in DOCUMENT_COLUMNS:
         row[name] = _json(top.get(name), relaxed)
     row["txnNumber"] = int(txn_number) if txn_number is not None else None
     row["lsid"] = _json(top.get("lsid"), relaxed)

@@ -27,23 +27,13 @@ from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token.token_json import JSON_OPTIONS as CANONICAL
-from shardstream.spark.source.encoded_rows import encoded_event_row
+from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS, encoded_event_row
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.extended_json import bson_to_json
 
 RELAXED: Final = json_util.RELAXED_JSON_OPTIONS.with_options(
     datetime_conversion=CANONICAL.datetime_conversion
-)
-
-# Event fields written as Extended JSON strings, in the order they appear as columns.
-DOCUMENT_COLUMNS: Final = (
-    "documentKey",
-    "fullDocument",
-    "updateDescription",
-    "fullDocumentBeforeChange",
-    "to",
-    "operationDescription",
 )
 
 CLUSTER_TIME_TYPE: Final = pa.struct([("t", pa.int64()), ("i", pa.int64())])
