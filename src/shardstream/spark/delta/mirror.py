@@ -29,12 +29,12 @@ from shardstream.spark.delta.commits import (
     committed_watermark,
     open_table,
 )
+from shardstream.spark.delta.mirror_keys import RowKey
 from shardstream.spark.delta.mirror_plain import split_plain
 from shardstream.spark.delta.mirror_state import (
     BatchNeeds,
     MirrorChanges,
     MirrorRow,
-    RowKey,
     apply_batch,
     batch_needs,
 )

@@ -21,11 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.mirror_state import (
-    NAMESPACE_OPERATIONS,
-    SET_OPERATIONS,
-    document_id,
-)
+from shardstream.spark.delta.mirror_keys import document_id
+from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERATIONS
 
 _DELETE_OPERATION: Final = "delete"
 _KEYED: Final = (*SET_OPERATIONS, _DELETE_OPERATION)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -33,19 +32,14 @@ from bson.errors import InvalidDocument
 
 from shardstream.errors import SinkError
 from shardstream.resume_token.token_json import loads
+from shardstream.spark.delta.mirror_keys import RowKey, document_id
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.update.apply_update import apply_update
 
-RowKey = tuple[str, str, str]
-"""(db, coll, the document's ``_id`` as canonical Extended JSON)."""
-
 Namespace = tuple[str, str]
 
 SET_OPERATIONS: Final = frozenset({"insert", "replace"})
-# {"_id": {"$type": "text"}} with plain text (no escapes, no quotes): canonical Extended
-# JSON of an _id that is one type wrapper, as documentKey holds it.
-_WRAPPED_ID_KEY: Final = re.compile(r'\{"_id": \{"(\$[A-Za-z]+)": "([^"\\]*)"\}\}')
 NAMESPACE_OPERATIONS: Final = frozenset({"drop", "rename", "dropDatabase"})
 
 
@@ -126,29 +120,6 @@ class MirrorChanges:
 
     rows: dict[RowKey, MirrorRow | None]
     unknown_updates: int = 0
-
-
-def document_id(document_key: str) -> str:
-    """The ``_id`` part of a ``documentKey`` (canonical Extended JSON), as a stable string.
-
-    >>> document_id('{"region": "eu", "_id": {"$numberInt": "7"}}')
-    '{"$numberInt":"7"}'
-    >>> document_id('{"_id": {"$oid": "65a1b2c3d4e5f60718293a4b"}}')
-    '{"$oid":"65a1b2c3d4e5f60718293a4b"}'
-    """
-    # The common key, {_id: <one type wrapper>} (an ObjectId, a number), rewritten as text:
-    # what the general way below returns for it, without a JSON parse and write per event.
-    match = _WRAPPED_ID_KEY.fullmatch(document_key)
-    if match is not None:
-        return f'{{"{match[1]}":"{match[2]}"}}'
-    try:
-        value = json.loads(document_key)["_id"]
-    except (ValueError, TypeError, KeyError) as exc:
-        raise SinkError(
-            f"expected documentKey as Extended JSON with an _id, got {document_key!r:.200}"
-        ) from exc
-    # The text is canonical Extended JSON, so equal _id values give equal strings.
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _namespace_target(event: Mapping[str, Any]) -> Namespace:
