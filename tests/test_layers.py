@@ -24,8 +24,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("transform",),
     ("match",),
     ("merger",),  # the mongos twin: no pymongo import
-    ("stream", "__init__"),  # the public API: watch(), ChangeStream
+    ("stream",),  # the public API: watch(), ChangeStream
     ("replay",),
+    ("cluster_sync",),  # cluster-to-cluster sync on the merged stream
+    ("__init__",),  # the package: watch(), sync(), verify() by name
     ("sim", "emulator"),  # the simulated cluster and the wire emulator
     ("spark",),  # the only importer of pyspark
     ("bench",),

@@ -29,6 +29,7 @@ from shardstream.resume_token import (
 )
 
 if TYPE_CHECKING:
+    from shardstream.cluster_sync import sync, verify
     from shardstream.stream import ChangeStream, watch
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 # watch() needs pymongo (~0.15 s to import); the offline commands (replay, token) never
 # do, so it is imported on first use and their start-up stays short.
 _LAZY = {"ChangeStream", "watch"}
+_LAZY_SYNC = {"sync", "verify"}
 
 
 def __getattr__(name: str) -> Any:
@@ -43,6 +45,10 @@ def __getattr__(name: str) -> Any:
         from shardstream import stream
 
         return getattr(stream, name)
+    if name in _LAZY_SYNC:
+        from shardstream import cluster_sync
+
+        return getattr(cluster_sync, name)
     raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
 
 
@@ -61,5 +67,7 @@ __all__ = [
     "TransformError",
     "decode_token",
     "encode_token",
+    "sync",
+    "verify",
     "watch",
 ]

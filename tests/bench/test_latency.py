@@ -1,9 +1,10 @@
 """``shardstream bench --uri --duration`` (live tail) against the emulated cluster, real pymongo.
 
-The emulated mongos has no ``insert`` and no ``aggregate``: the writes are made inside the
-emulator (``bench.emulated.write_loop``, as ``python -m shardstream.bench.emulated
---write-rate N`` does) and counted through mongos, or by a stand-in ``insert_many``;
-the native side is unavailable, or a stand-in.  No timing is asserted.
+The emulated mongos has no ``aggregate`` (and a refused ``insert`` is queued as a fault
+where a test needs one): the writes are made inside the emulator
+(``bench.emulated.write_loop``, as ``python -m shardstream.bench.emulated --write-rate N``
+does) and counted through mongos, or by a stand-in ``insert_many``; the native side is
+unavailable, or a stand-in. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -92,10 +93,12 @@ def test_the_live_tail_counts_what_the_emulator_wrote_and_reports_native_unavail
 def test_the_bench_says_when_mongos_takes_no_insert(
     cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The emulated mongos takes inserts now; a mongos that refuses them is queued here.
+    cluster.mongos.fail_next("insert", 59, "CommandNotFound")
     argv = ["bench", "--uri", cluster.uri, "--duration", "1", "--readers", "thread"]
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert "inserts through mongos failed: CommandNotFound (59): no such command: 'insert'" in err
+    assert "inserts through mongos failed: CommandNotFound (59)" in err
     assert "--write-rate 0" in err
 
 

@@ -6,9 +6,10 @@ single-node shards; default 4 x 50,000 entries), preloads every shard with the c
 of :mod:`shardstream.bench.corpus` (seed = shard number), prints the mongos URI and the
 ``--start-at-operation-time`` to bench from, and serves until its stdin closes or it is
 interrupted.  Run it as its own process, so that its serving threads do not take the
-GIL of the process being measured.  (The emulated mongos has no ``aggregate`` and no
-``insert``: only shardstream's side of the bench can run against it, and writes are
-made here, by :func:`write_loop`, for ``bench --write-rate 0 --duration S``.)
+GIL of the process being measured.  (The emulated mongos has no ``aggregate``, so
+only shardstream's side of the bench can run against it, and its inserts all land on
+the first shard, so writes are made here, by :func:`write_loop`, spread over the
+shards, for ``bench --write-rate 0 --duration S``.)
 """
 
 from __future__ import annotations

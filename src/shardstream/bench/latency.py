@@ -8,11 +8,12 @@ at the same time, while a writer inserts ``write_rate`` documents a second for
 insert time ``sent`` (``time.time()``).  Latency = ``time.time()`` when the event leaves
 the stream - ``sent``; also against the event's ``wallTime`` (the server's clock).
 
-``write_rate=0``: this process does not write; another writer does (the emulated
-mongos takes no insert: ``python -m shardstream.bench.emulated --write-rate N`` writes
-inside the emulator).  What was written in the window is then counted through mongos
-(``find`` on ``sent``).  A native stream that cannot be opened is reported unavailable
-with the server's message.  Credentials never reach the output.
+``write_rate=0``: this process does not write; another writer does (``python -m
+shardstream.bench.emulated --write-rate N`` writes inside the emulator, spread over its
+shards, where inserts through its mongos would all land on the first shard). What was
+written in the window is then counted through mongos (``find`` on ``sent``). A native stream
+that cannot be opened is reported unavailable with the server's message. Credentials never
+reach the output.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from shardstream.oplog.redaction import redact_text
 
 _OPEN_TIMEOUT_S = 120.0  # four spawned tailer processes on a busy 2-core box take seconds
 _INSERTS_HINT = (
-    "; the emulated mongos takes no insert: write inside the emulator with "
-    "`python -m shardstream.bench.emulated SHARDS 0 --write-rate N` and bench with --write-rate 0"
+    "; if this mongos takes no insert, write inside the cluster (the emulator: "
+    "`python -m shardstream.bench.emulated SHARDS 0 --write-rate N`) and bench with --write-rate 0"
 )
 
 

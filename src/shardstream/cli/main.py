@@ -7,6 +7,8 @@ Subcommands (verbs):
     shardstream watch URI [options]        a live cluster's merged change stream
     shardstream bench [options]            replay or live throughput (ours vs native watch())
     shardstream ingest --table PATH ...    stream into a Delta change log + mirror (Spark)
+    shardstream sync --source URI --target URI   replicate a cluster into another one
+    shardstream verify --source URI --target URI compare source and target collections
     shardstream demo [--no-spark]          simulated 3-shard cluster -> Spark -> Delta, checked
 
 Input without arguments is read from stdin, one item per line.  Each output
@@ -27,6 +29,7 @@ from bson.errors import BSONError
 from shardstream.cli.bench import add_bench_parser
 from shardstream.cli.ingest import add_ingest_parser
 from shardstream.cli.replay import add_replay_parser
+from shardstream.cli.sync import add_sync_parsers
 from shardstream.cli.watch import add_watch_parser
 from shardstream.errors import ResumeTokenError, ShardstreamError
 from shardstream.resume_token import decode_token, decode_token_document, encode_token
@@ -84,6 +87,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_watch_parser(commands)
     add_bench_parser(commands)
     add_ingest_parser(commands)
+    add_sync_parsers(commands)
     demo = commands.add_parser(
         "demo",
         help="ingest a simulated 3-shard cluster with Spark into Delta tables and check them",

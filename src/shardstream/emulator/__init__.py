@@ -13,6 +13,15 @@ one-shot faults (hang-ups, error codes, stalls, silent cursor death, oplog roll-
 A config server replica set (``cluster.config``) logs every ``add_shard`` / ``remove_shard``
 as a ``config.shards`` write in its oplog, as a real one does.
 
+The shards are writable, so an emulated cluster can be a sync's target: ``insert``,
+``update`` (replacements, ``$set`` / ``$unset`` / ``$setOnInsert`` / ``$inc``, pipelines,
+upserts), ``delete``, DDL and index commands, and transactions, each logged as mongod
+logs it; mongos forwards every write to the first shard. ``node.load_collection(ns, docs)``
+fills a collection without logging::
+
+    shard.load_collection("db.coll", [{"_id": 1}], indexes=[{"key": {"a": 1}, "name": "a_1"}])
+    MongoClient(cluster.uri).db.coll.insert_one({"_id": 2})  # logged on shards[0]
+
 Authentication, TLS and compression are not emulated: every connection is accepted
 unauthenticated, and a ``saslStart`` gets ``CommandNotFound``.
 """

@@ -5,6 +5,8 @@ The mongos answers what shard discovery needs: ``hello`` with ``msg: "isdbgrid"`
 (``name/127.0.0.1:port``) point at the emulated replica sets, so real discovery code
 reaches the shards without any address mapping; ``getShardMap`` names the config
 server too, whose oplog records every shard added or removed while the cluster runs.
+Writes and DDL are forwarded to the first shard, which holds every (unsharded) collection
+created through mongos; ``find`` reads every shard (see ``mongos_routing``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.emulator.config_server import EmulatedConfigServer
 from shardstream.emulator.faults import CommandError
+from shardstream.emulator.mongos_routing import register_routing
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.replica_set import EmulatedReplicaSet
 
@@ -32,6 +35,10 @@ class EmulatedMongos(EmulatedNode):
         self._cluster = cluster
         self._commands["listshards"] = self._list_shards
         self._commands["getshardmap"] = self._get_shard_map
+        # Writes and DDL go to the primary shard (the first); see mongos_routing.
+        register_routing(
+            self._commands, lambda: cluster.shards, self.collection_docs, self.cluster_time
+        )
 
     def cluster_time(self) -> Timestamp:
         """The highest cluster time among the shards and the config server."""

@@ -14,23 +14,24 @@ from typing import Any
 
 from shardstream.emulator.faults import CommandError
 
-_MISSING = object()
+MISSING = object()  # what lookup() gives for an absent path
 # The server caps a reply batch at 16 MiB of documents; larger replies would also exceed
 # maxMessageSizeBytes.
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 
-def _lookup(doc: Mapping[str, Any], path: str) -> Any:
+def lookup(doc: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted ``path`` in ``doc`` (through sub-documents only), or ``MISSING``."""
     value: Any = doc
     for part in path.split("."):
         if not isinstance(value, Mapping) or part not in value:
-            return _MISSING
+            return MISSING
         value = value[part]
     return value
 
 
 def _compare(value: Any, op: Callable[[Any, Any], bool], operand: Any) -> bool:
-    if value is _MISSING:
+    if value is MISSING:
         return False
     try:
         return bool(op(value, operand))
@@ -39,7 +40,7 @@ def _compare(value: Any, op: Callable[[Any, Any], bool], operand: Any) -> bool:
 
 
 def _equals(value: Any, operand: Any) -> bool:
-    if value is _MISSING:
+    if value is MISSING:
         return operand is None
     return bool(value == operand)
 
@@ -62,7 +63,7 @@ def _match_operator(value: Any, op: str, operand: Any) -> bool:
     if op == "$nin":
         return not any(_equals(value, item) for item in operand)
     if op == "$exists":
-        return (value is not _MISSING) == bool(operand)
+        return (value is not MISSING) == bool(operand)
     raise CommandError(2, "BadValue", f"emulator does not support the operator {op}")
 
 
@@ -83,7 +84,7 @@ def matches(doc: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
             continue
         if key.startswith("$"):
             raise CommandError(2, "BadValue", f"emulator does not support {key}")
-        value = _lookup(doc, key)
+        value = lookup(doc, key)
         if isinstance(expected, Mapping) and expected and all(k.startswith("$") for k in expected):
             if not all(_match_operator(value, op, arg) for op, arg in expected.items()):
                 return False

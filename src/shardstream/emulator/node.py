@@ -23,6 +23,7 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.emulator.cursors import ListCursor, ServerCursor, matches
+from shardstream.emulator.document_store import DocumentStore
 from shardstream.emulator.faults import (
     CommandError,
     ErrorReply,
@@ -32,6 +33,7 @@ from shardstream.emulator.faults import (
     SilentDeath,
     Stall,
 )
+from shardstream.emulator.loading import LoadMethods
 from shardstream.emulator.server import HOST, Connection, WireServer
 from shardstream.emulator.wire import OP_QUERY, Request
 
@@ -41,7 +43,7 @@ Body = dict[str, Any]
 Handler = Callable[[Body], Body]
 
 
-class EmulatedNode(FaultMethods, ABC):
+class EmulatedNode(FaultMethods, LoadMethods, ABC):
     """One emulated server process: lifecycle, dispatch, cursors and common commands."""
 
     def __init__(self, *, max_wire_version: int = 21) -> None:
@@ -62,7 +64,7 @@ class EmulatedNode(FaultMethods, ABC):
         self._cursor_lock = threading.Lock()
         self._cursors: dict[int, ServerCursor] = {}
         self._cursor_ids = itertools.count(7_000_000_001)
-        self._collections: dict[str, list[Any]] = {}
+        self.store = DocumentStore()  # user collections; writable on replica-set members
         self._commands: dict[str, Handler] = {
             "ping": lambda _body: {"ok": 1.0},
             "buildinfo": self._build_info,
@@ -122,10 +124,19 @@ class EmulatedNode(FaultMethods, ABC):
             self._topology_counter += 1
             self._topology.notify_all()
 
-    def insert(self, ns: str, doc: dict[str, Any]) -> None:
-        """Add a document to a plain collection ``ns`` ("db.coll"), readable with ``find``."""
-        with self._cursor_lock:
-            self._collections.setdefault(ns, []).append(doc)
+    def run_command(self, body: Body) -> Body:
+        """Answer ``body`` in-process, as a shard answers what mongos forwards to it.
+
+        No fault is consumed and the reply is not stamped; errors raise ``CommandError``.
+        """
+        name = next(iter(body), "").lower()
+        self.commands_seen.append(name)
+        self.last_bodies[name] = body
+        self.observe_cluster_time(body)
+        handler = self._commands.get(name)
+        if handler is None:
+            raise CommandError(59, "CommandNotFound", f"no such command: '{name}'")
+        return handler(body)
 
     # -- hooks for roles ---------------------------------------------------------------
 
@@ -137,10 +148,12 @@ class EmulatedNode(FaultMethods, ABC):
     def role_fields(self) -> Body:
         """Role-specific ``hello`` fields (replica-set membership or ``msg: isdbgrid``)."""
 
+    def observe_cluster_time(self, body: Body) -> None:
+        """See a request's gossiped ``$clusterTime``; a writing role logs after it."""
+
     def collection_docs(self, ns: str) -> list[Any]:
-        """The documents of plain collection ``ns`` (roles override for virtual ones)."""
-        with self._cursor_lock:
-            return list(self._collections.get(ns, []))
+        """The documents of collection ``ns`` (roles override for virtual ones)."""
+        return self.store.documents(ns)
 
     def make_cursor(self, ns: str, body: Body) -> ServerCursor:
         """Build the cursor for a ``find`` on ``ns``; roles override for special namespaces."""
@@ -163,6 +176,7 @@ class EmulatedNode(FaultMethods, ABC):
         if isinstance(fault, Stall) and self._stopping.wait(fault.seconds):
             return False
         body = request.body
+        self.observe_cluster_time(body)
         try:
             if isinstance(fault, ErrorReply):
                 if fault.kill_cursor:

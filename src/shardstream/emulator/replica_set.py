@@ -4,6 +4,8 @@ Tests append oplog entries and move the majority commit point separately, so ent
 above the commit point exist (and a ``readConcern: local`` tail sees them) without being
 majority-committed. The commit point is reported where a real primary reports it:
 ``hello.lastWrite.majorityOpTime`` and ``replSetGetStatus.optimes.lastCommittedOpTime``.
+Clients may also write (CRUD, DDL, transactions): each write is logged as mongod logs it
+and majority-committed at once, as in a one-member set.
 """
 
 from __future__ import annotations
@@ -17,9 +19,15 @@ from bson.objectid import ObjectId
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.catalog_commands import CatalogCommands
 from shardstream.emulator.cursors import ServerCursor
+from shardstream.emulator.ddl_commands import DdlCommands
+from shardstream.emulator.index_commands import IndexCommands
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.oplog import OplogCursor, OplogStore
+from shardstream.emulator.write_commands import WriteCommands
+from shardstream.emulator.write_oplog import OplogWriter
+from shardstream.emulator.write_path import WritePath
 
 OPLOG_NS = "local.oplog.rs"
 _TERM = Int64(1)
@@ -56,6 +64,12 @@ class EmulatedReplicaSet(EmulatedNode):
         self.name = name
         self.oplog = OplogStore()
         self._commands["replsetgetstatus"] = self._repl_set_get_status
+        # Writes and DDL apply to self.store and log to self.oplog, as a primary's do.
+        writes = self._writes = WritePath(self.store, OplogWriter(self.oplog))
+        for commands in (WriteCommands(writes), DdlCommands(writes), IndexCommands(writes)):
+            commands.register(self._commands)
+        writes.transactions.register(self._commands)
+        CatalogCommands(self.store).register(self._commands)
 
     @property
     def uri(self) -> str:
@@ -120,6 +134,16 @@ class EmulatedReplicaSet(EmulatedNode):
                 "majorityWriteDate": _wall(majority),
             },
         }
+
+    def observe_cluster_time(self, body: Body) -> None:
+        """Advance the write clock past the request's ``$clusterTime``, as mongod does.
+
+        Through mongos this orders the shards' writes: a no-op written on one shard after
+        a write on another gets a later ``ts``, so a merged stream can pass that write.
+        """
+        gossip = body.get("$clusterTime")
+        if isinstance(gossip, Mapping) and isinstance(gossip.get("clusterTime"), Timestamp):
+            self._writes.oplog.advance(gossip["clusterTime"])
 
     def make_cursor(self, ns: str, body: Body) -> ServerCursor:
         """Serve ``local.oplog.rs`` from the oplog; other namespaces as plain collections."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bson
+from bson.codec_options import CodecOptions, DatetimeConversion
 
 OP_REPLY = 1
 OP_QUERY = 2004
@@ -26,6 +27,12 @@ _HEADER = struct.Struct("<iiii")
 # A message larger than this is a framing error rather than a real request (the server
 # default maxMessageSizeBytes is 48,000,000).
 MAX_MESSAGE_SIZE = 48_000_000
+# How request bodies (and stored documents) are decoded: a datetime outside what Python's
+# datetime holds (before year 1 or after 9999) comes back as ``DatetimeMS`` instead of
+# failing, so every BSON value a client writes re-encodes to the same bytes.
+CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
+    datetime_conversion=DatetimeConversion.DATETIME_AUTO
+)
 
 
 class ProtocolError(Exception):
@@ -92,12 +99,12 @@ def _parse_op_msg(data: bytes, flags: int) -> dict[str, Any]:
         offset += 1
         if kind == 0:
             (size,) = struct.unpack_from("<i", data, offset)
-            body = bson.decode(data[offset : offset + size])
+            body = bson.decode(data[offset : offset + size], CODEC_OPTIONS)
             offset += size
         elif kind == 1:
             (size,) = struct.unpack_from("<i", data, offset)
             name, docs_at = _cstring(data, offset + 4)
-            sequences[name] = list(bson.decode_all(data[docs_at : offset + size]))
+            sequences[name] = list(bson.decode_all(data[docs_at : offset + size], CODEC_OPTIONS))
             offset += size
         else:
             raise ProtocolError(f"unknown OP_MSG section kind {kind}")
@@ -110,7 +117,7 @@ def _parse_op_query(data: bytes) -> dict[str, Any]:
     _, offset = _cstring(data, 4)
     offset += 8
     (size,) = struct.unpack_from("<i", data, offset)
-    query = bson.decode(data[offset : offset + size])
+    query = bson.decode(data[offset : offset + size], CODEC_OPTIONS)
     # A legacy command may be wrapped as {$query: {...}, $readPreference: ...}.
     inner = query.get("$query")
     return dict(inner) if isinstance(inner, dict) else query

@@ -1,0 +1,189 @@
+"""``shardstream sync`` and ``shardstream verify``: cluster-to-cluster replication, checked.
+
+Argument parsing and output only; the work is :mod:`shardstream.cluster_sync`.  Ctrl-C
+stops a sync after the batch in flight is acknowledged and checkpointed; running the same
+command again resumes from that checkpoint.  Credentials in URIs never reach the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from shardstream.cli.options import parse_timestamp
+from shardstream.errors import ShardstreamError
+from shardstream.oplog.redaction import redact_text
+
+
+def _add_scope(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", required=True, metavar="URI", help="the source mongos URI")
+    parser.add_argument("--target", required=True, metavar="URI", help="the target URI")
+    parser.add_argument("--db", help="sync only this database")
+    parser.add_argument("--coll", help="sync only this collection of --db")
+    parser.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="SRC=DST",
+        help="rename on the target: a database (shop=shop2) or a collection "
+        "(shop.orders=archive.orders); repeatable",
+    )
+
+
+def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``sync`` and ``verify``."""
+    sync = commands.add_parser(
+        "sync",
+        help="replicate a sharded cluster into another cluster (copy, then the change stream)",
+        description="Copy every namespace in scope as of the source's majority cluster time "
+        "T0, then apply the merged change stream from T0 with idempotent writes, storing the "
+        "resume token in the target (shardstream_sync.checkpoints) after each acknowledged "
+        "batch. Run again to resume.",
+    )
+    _add_scope(sync)
+    sync.add_argument("--sync-id", default="default", help="the checkpoint's key")
+    sync.add_argument(
+        "--writers", type=int, help="parallel writers (default: the number of source shards)"
+    )
+    sync.add_argument(
+        "--no-transactions",
+        action="store_true",
+        help="apply a source transaction's events as single writes, not as one transaction",
+    )
+    sync.add_argument(
+        "--on-conflict",
+        default="fail",
+        choices=["fail", "overwrite", "skip"],
+        help="on a duplicate key in the target: stop (default), delete the holder, or skip",
+    )
+    sync.add_argument(
+        "--shard-target", action="store_true", help="apply shardCollection on the target"
+    )
+    sync.add_argument("--batch-size", type=int, default=1000, help="events per applied batch")
+    sync.add_argument(
+        "--copy-batch", type=int, default=1000, help="documents per bulk insert of the copy"
+    )
+    sync.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="S",
+        help="stop once no event arrived for S seconds (default: run until Ctrl-C)",
+    )
+    sync.add_argument(
+        "--idle-noop-interval",
+        type=float,
+        metavar="S",
+        help="write a no-op (appendOplogNote; needs the clusterManager role) to a source shard "
+        "idle for S seconds, so it does not hold other shards' events back (default off)",
+    )
+    sync.add_argument(
+        "--start-at-operation-time",
+        type=parse_timestamp,
+        metavar="T",
+        help="skip the initial copy and stream from cluster time T (SECONDS,INCREMENT): "
+        "the target already holds the source's data as of T",
+    )
+    sync.add_argument(
+        "--restart",
+        action="store_true",
+        help="forget the checkpoint and start with a new initial copy",
+    )
+    sync.add_argument(
+        "--verify", action="store_true", help="compare source and target when the sync stops"
+    )
+    sync.set_defaults(handler=_run_sync)
+    verify = commands.add_parser(
+        "verify",
+        help="compare source and target collections (count and order-independent hash)",
+        description="Per namespace: document count and a hash of the documents' BSON that "
+        "does not depend on their order, on both sides, with sample _ids of differences. "
+        "Exit code 0 only when everything is equal.",
+    )
+    _add_scope(verify)
+    verify.set_defaults(handler=_run_verify)
+
+
+def _run_sync(args: argparse.Namespace) -> int:
+    from pymongo import MongoClient
+
+    from shardstream.cluster_sync import NamespaceMap, SyncJob, SyncOptions
+    from shardstream.cluster_sync.checkpoint import CheckpointStore
+
+    secrets = (args.source, args.target)
+    try:
+        namespaces = NamespaceMap.from_options(args.db, args.coll, args.map)
+        options = SyncOptions(
+            source=args.source,
+            target=args.target,
+            namespaces=namespaces,
+            sync_id=args.sync_id,
+            writers=args.writers,
+            transactions=not args.no_transactions,
+            on_conflict=args.on_conflict,
+            shard_target=args.shard_target,
+            batch_size=args.batch_size,
+            copy_batch=args.copy_batch,
+            idle_exit_s=args.idle_exit,
+            idle_noop_interval_s=args.idle_noop_interval,
+            start_at=args.start_at_operation_time,
+        )
+        if args.restart:
+            client: MongoClient[Any] = MongoClient(args.target)
+            with client:
+                CheckpointStore(client, args.sync_id, source="").clear()
+        job = SyncJob(options, report=lambda line: print(line, file=sys.stderr, flush=True))
+
+        def interrupted(_signum: int, _frame: FrameType | None) -> None:
+            print("stopping after the batch in flight...", file=sys.stderr, flush=True)
+            job.stop()
+
+        previous = signal.signal(signal.SIGINT, interrupted)
+        try:
+            result = job.run()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        print(
+            f"sync stopped: {result.copied:,} documents copied, {result.applied:,} events "
+            f"applied, {result.conflicts} conflicts handled; checkpoint {result.token}",
+            file=sys.stderr,
+        )
+        if args.verify:
+            return _verify(args.source, args.target, namespaces)
+        return 0
+    except (ShardstreamError, ValueError, OSError) as exc:
+        print(f"shardstream sync: {redact_text(str(exc), *secrets)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # pymongo's errors: shown without credentials
+        print(f"shardstream sync: {redact_text(repr(exc), *secrets)}", file=sys.stderr)
+        return 1
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from shardstream.cluster_sync import NamespaceMap
+
+    try:
+        namespaces = NamespaceMap.from_options(args.db, args.coll, args.map)
+        return _verify(args.source, args.target, namespaces)
+    except Exception as exc:
+        print(
+            f"shardstream verify: {redact_text(repr(exc), args.source, args.target)}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _verify(source: str, target: str, namespaces: Any) -> int:
+    from pymongo import MongoClient
+
+    from shardstream.cluster_sync.compare_clusters import verify
+
+    source_client: MongoClient[Any] = MongoClient(source)
+    target_client: MongoClient[Any] = MongoClient(target)
+    with source_client, target_client:
+        report = verify(source_client, target_client, namespaces)
+    for line in report.lines():
+        print(line)
+    return 0 if report.equal else 1

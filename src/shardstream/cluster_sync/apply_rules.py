@@ -1,0 +1,144 @@
+"""Sync: each change event as the idempotent write that reproduces it on the target.
+
+* insert and replace -> replace the document by its key (``_id`` and shard key), upsert;
+* update -> the oplog's own ``$v: 2`` diff as an update pipeline (:mod:`.diff_to_pipeline`),
+  upsert off (a document the target lacks is written whole by a later insert or replace,
+  or was deleted); a pre-5.0 modifier update is sent as the modifiers it is;
+* delete -> delete by key;
+* DDL events are applied in order by :mod:`.ddl_apply`, behind a barrier.
+
+Replaying any of these after it was applied changes nothing, which is what makes a restart
+from the last checkpoint, and the initial copy overlapping the stream, safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+import bson
+from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
+
+from shardstream.cluster_sync.diff_to_pipeline import diff_to_pipeline
+from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.errors import OplogError
+
+CRUD_TYPES: Final = frozenset({"insert", "replace", "update", "delete"})
+DDL_TYPES: Final = frozenset(
+    {
+        "create",
+        "createIndexes",
+        "dropIndexes",
+        "modify",
+        "drop",
+        "rename",
+        "dropDatabase",
+        "shardCollection",
+    }
+)
+# Events about the cluster's placement, not its data: nothing to apply on a target.
+IGNORED_TYPES: Final = frozenset(
+    {
+        "migrateLastChunkFromShard",
+        "migrateChunkToNewShard",
+        "refineCollectionShardKey",
+        "reshardCollection",
+        "reshardBegin",
+        "reshardDoneCatchUp",
+        "endOfTransaction",
+    }
+)
+WriteModel = ReplaceOne[Any] | UpdateOne | DeleteOne
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CrudWrite:
+    """One document write.
+
+    Attributes:
+        target: the target namespace.
+        route: the document's key bytes; with ``target`` it picks the writer, so one
+            document's writes stay in order.
+        model: the pymongo write.
+        token: the event's resume token (named in conflict reports).
+        transaction: ``(lsid bytes, txnNumber)`` of the event's transaction, or None.
+    """
+
+    target: Namespace
+    route: bytes
+    model: WriteModel
+    token: Mapping[str, Any]
+    transaction: tuple[bytes, int] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DdlChange:
+    """One DDL event, applied alone once every earlier write is acknowledged."""
+
+    event: Mapping[str, Any]
+
+
+def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite | DdlChange | None:
+    """The write for ``event``, or None when it has nothing to apply (out of scope, or a
+    placement event).
+
+    Raises:
+        OplogError: an event type the sync does not know (it never guesses), or a CRUD
+            event without the fields its rule needs.
+    """
+    kind = event.get("operationType")
+    ns = event.get("ns") or {}
+    db, coll = ns.get("db"), ns.get("coll")
+    if kind in IGNORED_TYPES or not isinstance(db, str) or not namespaces.in_scope(db, coll):
+        return None
+    if kind in DDL_TYPES:
+        return DdlChange(event)
+    if kind not in CRUD_TYPES or not isinstance(coll, str):
+        raise OplogError(
+            f"expected a CRUD or DDL change event to apply, got operationType {kind!r} "
+            f"(token {event.get('_id')!r})"
+        )
+    key = _required(event, "documentKey")
+    target = namespaces.target(db, coll)
+    model: WriteModel
+    if kind in ("insert", "replace"):
+        model = ReplaceOne(dict(key), _required(event, "fullDocument"), upsert=True)
+    elif kind == "update":
+        model = UpdateOne(dict(key), update_of(event), upsert=False)
+    else:
+        model = DeleteOne(dict(key))
+    route = bson.encode({"_id": key.get("_id")})
+    return CrudWrite(target, route, model, event["_id"], transaction_of(event))
+
+
+def update_of(event: Mapping[str, Any]) -> Any:
+    """The target update for an update event: its diff as a pipeline, or its modifiers."""
+    raw = event.get("rawUpdateDescription")
+    if not isinstance(raw, Mapping):
+        raise OplogError(
+            "expected an update event with rawUpdateDescription (the sync opens its stream "
+            f"with show_raw_update_description), got keys {list(event)} "
+            f"(token {event.get('_id')!r})"
+        )
+    if "$v" in raw and raw["$v"] == 2:
+        return diff_to_pipeline(raw)
+    return {name: value for name, value in raw.items() if name != "$v"}
+
+
+def transaction_of(event: Mapping[str, Any]) -> tuple[bytes, int] | None:
+    """The event's transaction as ``(lsid bytes, txnNumber)``, or None outside one."""
+    lsid, number = event.get("lsid"), event.get("txnNumber")
+    if lsid is None or number is None:
+        return None
+    return bson.encode(dict(lsid)), int(number)
+
+
+def _required(event: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = event.get(name)
+    if not isinstance(value, Mapping):
+        raise OplogError(
+            f"expected a {event.get('operationType')} event with a document {name!r}, got "
+            f"{value!r:.100} (token {event.get('_id')!r})"
+        )
+    return value

@@ -1,0 +1,219 @@
+"""Sync: a batch of planned writes applied by N parallel writers, in a safe order.
+
+A batch is cut into segments at each barrier. Document writes between barriers go out
+through ``writers`` threads, each write routed by a hash of (target namespace, ``_id``):
+one document's writes stay in order on one writer while different documents go in
+parallel, as ordered bulk writes per namespace. A DDL event is a barrier (everything
+before it is acknowledged, then it runs alone), and so is a transaction, which by default
+is applied as one transaction on the target (all its events commit together).
+
+Every write is idempotent, so a write the target may or may not have taken before a
+connection dropped is simply sent again: connection errors are retried with exponential
+backoff for ``retry_for_s`` seconds, without reordering anything.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Final, TypeVar
+
+from pymongo import MongoClient
+from pymongo.client_session import ClientSession
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, ConnectionFailure
+from pymongo.write_concern import WriteConcern
+
+from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
+from shardstream.cluster_sync.ddl_apply import apply_ddl
+from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.errors import ShardstreamError
+
+DUPLICATE_KEY: Final = 11000
+MAJORITY: Final = WriteConcern("majority")
+CONFLICT_POLICIES: Final = ("fail", "overwrite", "skip")
+_T = TypeVar("_T")
+
+
+class SyncConflict(ShardstreamError):
+    """The target refused a write with a duplicate key (``--on-conflict`` says what to do)."""
+
+
+class BatchApplier:
+    """Applies planned writes to the target; one per sync, reused for every batch."""
+
+    def __init__(
+        self,
+        client: MongoClient[Any],
+        namespaces: NamespaceMap,
+        *,
+        writers: int,
+        transactions: bool = True,
+        on_conflict: str = "fail",
+        shard_target: bool = False,
+        retry_for_s: float = 300.0,
+    ) -> None:
+        """Create the writer pool.
+
+        Args:
+            client: connected to the target (mongos or replica set).
+            namespaces: scope and mapping, for DDL events.
+            writers: parallel writer threads (>= 1).
+            transactions: apply a source transaction as one target transaction.
+            on_conflict: ``fail``, ``overwrite`` (delete the document holding the key,
+                then write) or ``skip`` (drop the event's write).
+            shard_target: apply ``shardCollection`` events to the target.
+            retry_for_s: how long connection failures are retried before giving up.
+        """
+        if writers < 1:
+            raise ValueError(f"expected writers >= 1, got {writers}")
+        if on_conflict not in CONFLICT_POLICIES:
+            raise ValueError(f"expected on_conflict in {CONFLICT_POLICIES}, got {on_conflict!r}")
+        self._client = client
+        self._namespaces = namespaces
+        self._writers = writers
+        self._transactions = transactions
+        self._on_conflict = on_conflict
+        self._shard_target = shard_target
+        self._retry_for_s = retry_for_s
+        self._pool = ThreadPoolExecutor(writers, thread_name_prefix="shardstream-writer")
+        self.conflicts = 0  # writes skipped or overwritten under the conflict policy
+
+    def close(self) -> None:
+        """Stop the writer threads."""
+        self._pool.shutdown(wait=True)
+
+    def apply(self, items: Sequence[CrudWrite | DdlChange]) -> None:
+        """Apply ``items`` in stream order; return once the target acknowledged them all."""
+        run: list[CrudWrite] = []
+        position = 0
+        while position < len(items):
+            item = items[position]
+            if isinstance(item, DdlChange):
+                self._parallel(run)
+                run = []
+                self._retrying(
+                    partial(
+                        apply_ddl,
+                        self._client,
+                        item.event,
+                        self._namespaces,
+                        shard_target=self._shard_target,
+                    )
+                )
+                position += 1
+            elif item.transaction is not None and self._transactions:
+                self._parallel(run)
+                run = []
+                end = position
+                while end < len(items) and _same_transaction(items[end], item):
+                    end += 1
+                self._transaction([w for w in items[position:end] if isinstance(w, CrudWrite)])
+                position = end
+            else:
+                run.append(item)
+                position += 1
+        self._parallel(run)
+
+    # -- document writes ---------------------------------------------------------------
+
+    def _parallel(self, writes: list[CrudWrite]) -> None:
+        if not writes:
+            return
+        lanes: list[list[CrudWrite]] = [[] for _ in range(self._writers)]
+        for write in writes:
+            ns = f"{write.target[0]}.{write.target[1]}".encode()
+            lanes[zlib.crc32(write.route, zlib.crc32(ns)) % self._writers].append(write)
+        busy = [lane for lane in lanes if lane]
+        # list() waits for every lane and re-raises the first lane's error.
+        list(self._pool.map(self._lane, busy))
+
+    def _lane(self, writes: list[CrudWrite]) -> None:
+        for target, group in _by_namespace(writes):
+            self._bulk(target, group)
+
+    def _bulk(self, target: Namespace, writes: list[CrudWrite]) -> None:
+        collection = self._collection(target)
+        start = 0
+        while start < len(writes):
+            chunk = writes[start:]
+            try:
+                self._retrying(partial(collection.bulk_write, [w.model for w in chunk]))
+                return
+            except BulkWriteError as exc:
+                index, key = self._conflict(target, chunk, exc)
+                if self._on_conflict == "overwrite":
+                    self._retrying(partial(collection.delete_many, key))
+                    start += index  # the refused write goes again, now unopposed
+                else:
+                    start += index + 1
+
+    def _conflict(
+        self, target: Namespace, chunk: list[CrudWrite], exc: BulkWriteError
+    ) -> tuple[int, dict[str, Any]]:
+        error = exc.details["writeErrors"][0]
+        index = int(error["index"])
+        key = dict(error.get("keyValue") or {})
+        if error.get("code") != DUPLICATE_KEY or self._on_conflict == "fail" or not key:
+            raise SyncConflict(
+                f"the target refused a write to {target[0]}.{target[1]}: error "
+                f"{error.get('code')} on key {key or error.get('errmsg')!r} "
+                f"(event token {dict(chunk[index].token)!r}); pass --on-conflict overwrite "
+                "or skip to go on"
+            ) from exc
+        self.conflicts += 1
+        return index, key
+
+    def _transaction(self, writes: list[CrudWrite]) -> None:
+        def body(session: ClientSession) -> None:
+            for target, group in _by_namespace(writes):
+                self._collection(target).bulk_write(
+                    [w.model for w in group], ordered=True, session=session
+                )
+
+        def run() -> None:
+            with self._client.start_session() as session:
+                session.with_transaction(body, write_concern=MAJORITY)
+
+        try:
+            self._retrying(run)
+        except BulkWriteError as exc:
+            if self._on_conflict == "fail":
+                target = writes[0].target
+                self._conflict(target, writes, exc)
+            # Under a conflict policy the transaction's writes go one by one instead.
+            for target, group in _by_namespace(writes):
+                self._bulk(target, group)
+
+    def _collection(self, target: Namespace) -> Collection[Any]:
+        return self._client[target[0]].get_collection(target[1], write_concern=MAJORITY)
+
+    def _retrying(self, call: Callable[[], _T]) -> _T:
+        deadline = time.monotonic() + self._retry_for_s
+        delay = 0.1
+        while True:
+            try:
+                return call()
+            except ConnectionFailure:
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:
+    return isinstance(item, CrudWrite) and item.transaction == first.transaction
+
+
+def _by_namespace(writes: list[CrudWrite]) -> list[tuple[Namespace, list[CrudWrite]]]:
+    """Consecutive writes to one namespace, grouped in order (one bulk write each)."""
+    groups: list[tuple[Namespace, list[CrudWrite]]] = []
+    for write in writes:
+        if groups and groups[-1][0] == write.target:
+            groups[-1][1].append(write)
+        else:
+            groups.append((write.target, [write]))
+    return groups

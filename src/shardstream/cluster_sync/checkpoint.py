@@ -1,0 +1,96 @@
+"""Sync: where a sync stands, kept in the target so a restart (kill -9 too) carries on.
+
+One document per sync id in ``shardstream_sync.checkpoints``, written with write concern
+majority after each acknowledged batch::
+
+    {_id: <sync id>, phase: "copy" | "stream", t0: Timestamp, token: {_data: ...} | null,
+     source: <redacted URI>, updated: <date>}
+
+``t0`` is the cluster time the initial copy started from; ``token`` is the merged stream's
+resume token after the last applied batch: one token, not per-shard times, because the
+merged stream resumes from one token on every shard.  A restart in the copy phase copies
+again from the same ``t0``; in the stream phase it resumes after ``token`` (or at ``t0``
+when no batch was applied yet).  Replaying what was already applied is harmless because
+every write the sync makes is idempotent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+from pymongo import MongoClient
+from pymongo.write_concern import WriteConcern
+
+from shardstream.cluster_sync.namespace_map import CHECKPOINT_DB
+from shardstream.errors import ConfigurationError
+
+CHECKPOINT_COLLECTION: Final = "checkpoints"
+PHASES: Final = ("copy", "stream")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A sync's stored position.
+
+    Attributes:
+        phase: ``copy`` (the initial copy had not finished) or ``stream``.
+        t0: the copy's start time, where the stream starts when ``token`` is None.
+        token: the resume token after the last applied batch.
+    """
+
+    phase: str
+    t0: Timestamp
+    token: Mapping[str, Any] | None = None
+
+
+class CheckpointStore:
+    """Reads and writes one sync's checkpoint in the target."""
+
+    def __init__(self, client: MongoClient[Any], sync_id: str, *, source: str) -> None:
+        """Args: the target client, the sync's id, and the source as shown (redacted)."""
+        database = client.get_database(CHECKPOINT_DB, write_concern=WriteConcern("majority"))
+        self._collection = database[CHECKPOINT_COLLECTION]
+        self.sync_id = sync_id
+        self._source = source
+
+    def load(self) -> Checkpoint | None:
+        """The stored checkpoint, or None for a new sync.
+
+        Raises:
+            ConfigurationError: the stored document is not a checkpoint this version wrote.
+        """
+        document = self._collection.find_one({"_id": self.sync_id})
+        if document is None:
+            return None
+        phase, t0, token = document.get("phase"), document.get("t0"), document.get("token")
+        if phase not in PHASES or not isinstance(t0, Timestamp):
+            raise ConfigurationError(
+                f"expected {CHECKPOINT_DB}.{CHECKPOINT_COLLECTION} {self.sync_id!r} to hold "
+                f"phase in {PHASES} and a Timestamp t0, got phase {phase!r}, t0 {t0!r}"
+            )
+        if token is not None and not isinstance(token, Mapping):
+            raise ConfigurationError(f"expected a resume token document, got {token!r:.100}")
+        return Checkpoint(phase, t0, token)
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        """Store ``checkpoint`` (acknowledged by a majority before this returns)."""
+        self._collection.replace_one(
+            {"_id": self.sync_id},
+            {
+                "_id": self.sync_id,
+                "phase": checkpoint.phase,
+                "t0": checkpoint.t0,
+                "token": None if checkpoint.token is None else dict(checkpoint.token),
+                "source": self._source,
+                "updated": datetime.datetime.now(datetime.UTC),
+            },
+            upsert=True,
+        )
+
+    def clear(self) -> None:
+        """Forget the sync (the next run starts with a new initial copy)."""
+        self._collection.delete_one({"_id": self.sync_id})

@@ -1,0 +1,245 @@
+"""Sync phase 1: copy every namespace in scope as of T0, then let the stream converge it.
+
+T0 is the operation time of a majority read on the source's mongos: every write at or
+before T0 is majority-committed, so the copy, read afterwards with read concern
+majority, sees it, and the stream, started at T0, carries everything after it.  A
+document the copy reads in a newer state than T0 gets the stream's events since T0
+replayed on top; because the sync's writes are idempotent (replace by key, the diff's
+absolute values, delete by key) it ends in the source's state.
+
+The documents are read **through mongos**, not from the shards: a shard also holds
+orphans (chunks a migration left behind, not yet deleted) and mongos filters them with
+the shard versioning protocol, where reading the shards would mean fetching the chunk map
+at T0 and filtering by ownership ourselves.  Parallelism comes from reading several
+namespaces at once (``readers``), each in large raw batches written as unordered bulk
+inserts.  Non-unique indexes are built before the documents arrive, unique ones after
+(a duplicate then fails once, with its key, instead of per batch), all before phase 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
+from bson.timestamp import Timestamp
+from pymongo import MongoClient
+from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.operations import ReplaceOne
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
+from shardstream.cluster_sync.ddl_apply import NAMESPACE_EXISTS
+from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.errors import OplogError
+
+COPY_BATCH: Final = 1000
+_RAW: Final = CodecOptions(document_class=RawBSONDocument)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceCollection:
+    """One source collection to copy: its namespace, ``create`` options and indexes."""
+
+    ns: Namespace
+    kind: str  # "collection" or "view"
+    options: Mapping[str, Any]
+    indexes: tuple[Mapping[str, Any], ...]
+
+
+@dataclasses.dataclass
+class CopyProgress:
+    """Documents copied so far, against the sources' estimated counts (thread-safe adds)."""
+
+    copied: int = 0
+    total: int = 0
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def add(self, count: int) -> None:
+        """Count ``count`` more copied documents."""
+        with self.lock:
+            self.copied += count
+
+
+def majority_time(source: MongoClient[Any]) -> Timestamp:
+    """T0: the operation time of a majority read on the source (its majority point)."""
+    reply = source.config.command(
+        {"find": "shards", "limit": 1, "readConcern": {"level": "majority"}}
+    )
+    t0 = reply.get("operationTime")
+    if not isinstance(t0, Timestamp):
+        raise OplogError(
+            f"expected the source's reply to a majority read to carry an operationTime "
+            f"(a sharded cluster or replica set), got {t0!r}"
+        )
+    return t0
+
+
+def source_collections(
+    source: MongoClient[Any], namespaces: NamespaceMap
+) -> list[SourceCollection]:
+    """The collections and views in scope, with their options and indexes."""
+    found: list[SourceCollection] = []
+    for db in sorted(source.list_database_names()):
+        if not namespaces.in_scope(db):
+            continue
+        for info in source[db].list_collections():
+            name, kind = info["name"], info.get("type", "collection")
+            if kind not in ("collection", "view") or not namespaces.in_scope(db, name):
+                continue
+            indexes: tuple[Mapping[str, Any], ...] = ()
+            if kind == "collection":
+                indexes = tuple(
+                    {k: v for k, v in spec.items() if k not in ("v", "ns")}
+                    for spec in source[db][name].list_indexes()
+                    if spec.get("name") != "_id_"
+                )
+            found.append(SourceCollection((db, name), kind, dict(info.get("options", {})), indexes))
+    return found
+
+
+def copy_collections(
+    source: MongoClient[Any],
+    target: MongoClient[Any],
+    namespaces: NamespaceMap,
+    *,
+    readers: int,
+    on_conflict: str,
+    restarting: bool,
+    progress: CopyProgress,
+    stopping: Callable[[], bool] = lambda: False,
+    batch: int = COPY_BATCH,
+) -> list[SourceCollection]:
+    """Create, fill and index every target collection in scope; return what was copied.
+
+    Raises:
+        SyncConflict: a target collection already holds data on a new sync (and
+            ``on_conflict`` is ``fail``), or a unique index refuses a document.
+    """
+    collections = source_collections(source, namespaces)
+    for collection in collections:
+        if collection.kind == "collection":
+            progress.total += source[collection.ns[0]][collection.ns[1]].estimated_document_count()
+    for collection in collections:
+        _create(target, namespaces, collection, restarting=restarting, on_conflict=on_conflict)
+    with ThreadPoolExecutor(max(1, readers), thread_name_prefix="shardstream-copy") as pool:
+        tasks = [
+            pool.submit(
+                _copy_documents,
+                source,
+                target,
+                namespaces,
+                c,
+                progress,
+                stopping,
+                batch,
+                on_conflict,
+            )
+            for c in collections
+            if c.kind == "collection"
+        ]
+        for task in tasks:
+            task.result()
+    for collection in collections:
+        unique = [spec for spec in collection.indexes if spec.get("unique")]
+        if unique:
+            _create_indexes(target, namespaces.target(*collection.ns), unique)
+    return collections
+
+
+def _create(
+    target: MongoClient[Any],
+    namespaces: NamespaceMap,
+    collection: SourceCollection,
+    *,
+    restarting: bool,
+    on_conflict: str,
+) -> None:
+    db, name = namespaces.target(*collection.ns)
+    try:
+        target[db].command({"create": name, **collection.options})
+    except OperationFailure as exc:
+        if exc.code != NAMESPACE_EXISTS:
+            raise
+        if not restarting and on_conflict == "fail" and target[db][name].find_one() is not None:
+            raise SyncConflict(
+                f"the target namespace {db}.{name} already holds data; a new sync expects "
+                "it empty (pass --on-conflict overwrite or skip to copy into it anyway)"
+            ) from exc
+    plain = [spec for spec in collection.indexes if not spec.get("unique")]
+    if collection.kind == "collection" and plain:
+        _create_indexes(target, (db, name), plain)
+
+
+def _create_indexes(
+    target: MongoClient[Any], ns: Namespace, specs: list[Mapping[str, Any]]
+) -> None:
+    target[ns[0]].command({"createIndexes": ns[1], "indexes": [dict(s) for s in specs]})
+
+
+def _copy_documents(
+    source: MongoClient[Any],
+    target: MongoClient[Any],
+    namespaces: NamespaceMap,
+    collection: SourceCollection,
+    progress: CopyProgress,
+    stopping: Callable[[], bool],
+    size: int,
+    on_conflict: str,
+) -> None:
+    db, name = collection.ns
+    reader = source[db].get_collection(
+        name, codec_options=_RAW, read_concern=ReadConcern("majority")
+    )
+    target_db, target_name = namespaces.target(db, name)
+    writer = target[target_db].get_collection(
+        target_name, codec_options=_RAW, write_concern=WriteConcern("majority")
+    )
+    batch: list[RawBSONDocument] = []
+    for document in reader.find({}, batch_size=size):
+        batch.append(document)
+        if len(batch) >= size:
+            _insert(writer, batch, on_conflict)
+            progress.add(len(batch))
+            batch = []
+            if stopping():
+                return
+    if batch:
+        _insert(writer, batch, on_conflict)
+        progress.add(len(batch))
+
+
+def _insert(writer: Any, batch: list[RawBSONDocument], on_conflict: str) -> None:
+    try:
+        writer.insert_many(batch, ordered=False)
+    except BulkWriteError as exc:
+        again: list[ReplaceOne[Any]] = []
+        for error in exc.details["writeErrors"]:
+            key_pattern = error.get("keyPattern") or {}
+            key = error.get("keyValue") or {}
+            document = batch[int(error["index"])]
+            if error.get("code") != DUPLICATE_KEY:
+                raise SyncConflict(
+                    f"the target refused a copied document of {writer.full_name}: error "
+                    f"{error.get('code')} ({error.get('errmsg')})"
+                ) from exc
+            if list(key_pattern) != ["_id"]:
+                # A unique index the source does not have: the conflict policy decides.
+                if on_conflict == "fail":
+                    raise SyncConflict(
+                        f"the target refused a copied document of {writer.full_name}: "
+                        f"duplicate key {key!r}; pass --on-conflict overwrite or skip to go on"
+                    ) from exc
+                if on_conflict == "skip":
+                    continue
+                writer.delete_many(key)
+            # Copied before a restart (or its key holder just removed): write this copy's
+            # version, which is as new as the stream's start or newer.
+            again.append(ReplaceOne({"_id": document["_id"]}, document, upsert=True))
+        if again:
+            writer.bulk_write(again, ordered=False)

@@ -1,0 +1,91 @@
+"""Sync: which source namespaces are copied, and where each one lands on the target.
+
+Scope is ``db`` (and ``coll``) as for ``watch()``; ``--map SRC=DST`` rules rename a whole
+database (``shop=shop_copy``) or one collection (``shop.orders=archive.orders``); the most
+specific rule wins, and a namespace no rule names keeps its name.  The server's own
+databases (admin, config, local) and the sync's checkpoint database are never in scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Final
+
+from shardstream.errors import ConfigurationError
+
+CHECKPOINT_DB: Final = "shardstream_sync"
+_INTERNAL_DBS: Final = frozenset({"admin", "config", "local", CHECKPOINT_DB})
+
+Namespace = tuple[str, str]
+
+
+def parse_map_rule(rule: str) -> tuple[str, str]:
+    """``"SRC=DST"`` as a pair, both whole databases or both ``db.coll``.
+
+    Raises:
+        ConfigurationError: the rule has no ``=``, an empty side, or mixes a database
+            with a collection.
+    """
+    source, sep, target = rule.partition("=")
+    if not sep or not source or not target:
+        raise ConfigurationError(f"expected --map SRC=DST (db=db or db.coll=db.coll), got {rule!r}")
+    if ("." in source) != ("." in target):
+        raise ConfigurationError(
+            f"expected --map to map a database to a database or a collection to a "
+            f"collection, got {rule!r}"
+        )
+    return source, target
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NamespaceMap:
+    """The sync's scope and renaming rules.
+
+    Attributes:
+        db: only this database (None: every user database).
+        coll: only this collection of ``db``.
+        rules: ``(source, target)`` pairs from :func:`parse_map_rule`.
+    """
+
+    db: str | None = None
+    coll: str | None = None
+    rules: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.coll is not None and self.db is None:
+            raise ConfigurationError("expected --db with --coll, got only --coll")
+
+    @classmethod
+    def from_options(
+        cls, db: str | None = None, coll: str | None = None, rules: Iterable[str] = ()
+    ) -> NamespaceMap:
+        """Build from the CLI's / API's options (``rules`` as ``"SRC=DST"`` strings)."""
+        return cls(db, coll, tuple(parse_map_rule(rule) for rule in rules))
+
+    def in_scope(self, db: str, coll: str | None = None) -> bool:
+        """Whether ``db`` (and ``coll``, when given) is synced."""
+        if db in _INTERNAL_DBS or (coll is not None and coll.startswith("system.")):
+            return False
+        if self.db is not None and db != self.db:
+            return False
+        return self.coll is None or coll is None or coll == self.coll
+
+    def target(self, db: str, coll: str) -> Namespace:
+        """Where source ``db.coll`` lands."""
+        for source, target in self.rules:
+            if source == f"{db}.{coll}":
+                target_db, _, target_coll = target.partition(".")
+                return target_db, target_coll
+        return self.target_db(db), coll
+
+    def target_db(self, db: str) -> str:
+        """Where a source database's collections land when no collection rule names them."""
+        for source, target in self.rules:
+            if source == db:
+                return target
+        return db
+
+    def target_collections_of(self, db: str, known: Iterable[str]) -> list[Namespace]:
+        """The target namespaces of the source collections ``known`` of ``db`` (for drops)."""
+        return [self.target(db, coll) for coll in known if self.in_scope(db, coll)]

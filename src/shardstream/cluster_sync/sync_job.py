@@ -1,0 +1,238 @@
+"""Sync: the whole job — checkpoint, initial copy, then the merged stream applied in batches.
+
+A batch is what the merged stream has ready (up to ``batch_size`` events); once the
+target acknowledged all of it (write concern majority) the stream's resume token is
+stored as the checkpoint, so a stop after any batch, or a kill -9 anywhere, resumes
+without a gap, and what it replays is harmless.  :meth:`SyncJob.stop` (Ctrl-C in the CLI)
+ends the loop after the batch in flight is acknowledged and checkpointed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+from pymongo import MongoClient
+
+from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange, plan_event
+from shardstream.cluster_sync.batch_applier import BatchApplier
+from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
+from shardstream.cluster_sync.idle_noop import IdleShardNudger
+from shardstream.cluster_sync.initial_copy import (
+    COPY_BATCH,
+    CopyProgress,
+    copy_collections,
+    majority_time,
+)
+from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.sync_progress import SyncProgress
+from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.oplog.redaction import redact_uri
+from shardstream.stream import ChangeStream, watch
+
+DEFAULT_BATCH: Final = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SyncOptions:
+    """What to sync and how (the CLI's options; see ``shardstream sync --help``).
+
+    Attributes:
+        source / target: mongos (or replica-set) URIs.
+        namespaces: scope and ``--map`` rules.
+        sync_id: the checkpoint's key: several syncs may share a target.
+        writers: parallel writers (None: the number of source shards).
+        transactions: apply a source transaction as one target transaction.
+        on_conflict: ``fail``, ``overwrite`` or ``skip``.
+        shard_target: apply ``shardCollection`` on the target.
+        batch_size: events per applied batch (one checkpoint each).
+        copy_readers: namespaces copied at once in phase 1.
+        copy_batch: documents per bulk insert of the copy.
+        idle_exit_s: stop once no event arrived for this long (None: run until stopped).
+        retry_for_s: how long a target that went away is retried.
+        idle_noop_interval_s: write a no-op to a source shard idle this long (None: off).
+        start_at: skip the initial copy and stream from this cluster time (the target
+            already holds the source's data as of it, e.g. restored from a backup).
+    """
+
+    source: str
+    target: str
+    namespaces: NamespaceMap = dataclasses.field(default_factory=NamespaceMap)
+    sync_id: str = "default"
+    writers: int | None = None
+    transactions: bool = True
+    on_conflict: str = "fail"
+    shard_target: bool = False
+    batch_size: int = DEFAULT_BATCH
+    copy_readers: int = 4
+    copy_batch: int = COPY_BATCH
+    idle_exit_s: float | None = None
+    retry_for_s: float = 300.0
+    idle_noop_interval_s: float | None = None
+    start_at: Timestamp | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SyncResult:
+    """How a sync run ended: documents copied, events applied, the last checkpoint."""
+
+    copied: int
+    applied: int
+    conflicts: int
+    token: Mapping[str, Any] | None
+    t0: Timestamp
+
+
+class SyncJob:
+    """One sync run; :meth:`run` blocks until :meth:`stop`, idle exit, or an error."""
+
+    def __init__(
+        self, options: SyncOptions, *, report: Callable[[str], None] | None = None
+    ) -> None:
+        """Args: the options, and where progress lines go (None: nowhere)."""
+        self.options = options
+        self._stopping = threading.Event()
+        self._report = report
+
+    def stop(self) -> None:
+        """Stop after the batch in flight is applied and checkpointed (thread-safe)."""
+        self._stopping.set()
+
+    def run(self) -> SyncResult:
+        """Copy (unless a checkpoint says it is done), then apply the stream until stopped.
+
+        Raises:
+            ChangeStreamHistoryLost: a shard's oplog no longer reaches the checkpoint;
+                a new initial copy is needed (``--restart``).
+            SyncConflict: a duplicate key on the target under ``on_conflict="fail"``.
+        """
+        options = self.options
+        source: MongoClient[Any] = MongoClient(options.source)
+        target: MongoClient[Any] = MongoClient(options.target)
+        try:
+            return self._run(source, target)
+        finally:
+            source.close()
+            target.close()
+
+    def _run(self, source: MongoClient[Any], target: MongoClient[Any]) -> SyncResult:
+        options = self.options
+        store = CheckpointStore(target, options.sync_id, source=redact_uri(options.source))
+        checkpoint = store.load()
+        progress = SyncProgress(self._report)
+        copied = CopyProgress()
+        if checkpoint is None and options.start_at is not None:
+            checkpoint = Checkpoint("stream", options.start_at)
+            store.save(checkpoint)
+        if checkpoint is None or checkpoint.phase == "copy":
+            t0 = majority_time(source) if checkpoint is None else checkpoint.t0
+            store.save(Checkpoint("copy", t0))
+            progress.phase("copy", copied)
+            copy_collections(
+                source,
+                target,
+                options.namespaces,
+                readers=options.copy_readers,
+                on_conflict=options.on_conflict,
+                restarting=checkpoint is not None,
+                progress=copied,
+                stopping=self._stopping.is_set,
+                batch=options.copy_batch,
+            )
+            if self._stopping.is_set():
+                return SyncResult(copied.copied, 0, 0, None, t0)
+            checkpoint = Checkpoint("stream", t0)
+            store.save(checkpoint)
+        writers = options.writers or len(source.admin.command("listShards")["shards"])
+        applier = BatchApplier(
+            target,
+            options.namespaces,
+            writers=max(1, writers),
+            transactions=options.transactions,
+            on_conflict=options.on_conflict,
+            shard_target=options.shard_target,
+            retry_for_s=options.retry_for_s,
+        )
+        progress.phase("stream", copied)
+        try:
+            applied, token = self._stream(store, checkpoint, applier, progress)
+        finally:
+            applier.close()
+        return SyncResult(copied.copied, applied, applier.conflicts, token, checkpoint.t0)
+
+    def _open(self, checkpoint: Checkpoint) -> ChangeStream:
+        start: dict[str, Any] = (
+            {"resume_after": checkpoint.token}
+            if checkpoint.token is not None
+            else {"start_at_operation_time": checkpoint.t0}
+        )
+        try:
+            # The URI, not the client: the shards' connections need its credentials.
+            return watch(
+                self.options.source,
+                show_expanded_events=True,
+                show_raw_update_description=True,
+                batch_size=self.options.batch_size,
+                max_await_time_ms=200,
+                **start,
+            )
+        except ChangeStreamHistoryLost as exc:
+            raise ChangeStreamHistoryLost(
+                f"{exc}; the sync's checkpoint is no longer in the source's oplog, so a new "
+                "initial copy is needed (shardstream sync --restart)"
+            ) from exc
+
+    def _stream(
+        self,
+        store: CheckpointStore,
+        checkpoint: Checkpoint,
+        applier: BatchApplier,
+        progress: SyncProgress,
+    ) -> tuple[int, Mapping[str, Any] | None]:
+        namespaces = self.options.namespaces
+        applied = 0
+        token = checkpoint.token
+        idle_since = time.monotonic()
+        interval = self.options.idle_noop_interval_s
+        nudger = None if interval is None else IdleShardNudger(self.options.source, interval)
+        with self._open(checkpoint) as stream, contextlib.ExitStack() as cleanup:
+            if nudger is not None:
+                cleanup.callback(nudger.close)
+            while not self._stopping.is_set():
+                items: list[CrudWrite | DdlChange] = []
+                events = 0
+                last_time: Timestamp | None = None
+                while events < self.options.batch_size:
+                    event = stream.try_next()
+                    if event is None:
+                        break
+                    events += 1
+                    last_time = event.get("clusterTime", last_time)
+                    item = plan_event(event, namespaces)
+                    if item is not None:
+                        items.append(item)
+                applier.apply(items)
+                applied += events
+                new_token = stream.resume_token
+                if new_token is not None and new_token != token:
+                    token = new_token
+                    store.save(Checkpoint("stream", checkpoint.t0, token))
+                positions = stream.shard_positions()
+                progress.batch(events, last_time, positions)
+                if nudger is not None:
+                    nudger.check(positions)
+                if events:
+                    idle_since = time.monotonic()
+                elif self._idle_for(idle_since):
+                    break
+        progress.done()
+        return applied, token
+
+    def _idle_for(self, since: float) -> bool:
+        idle = self.options.idle_exit_s
+        return idle is not None and time.monotonic() - since >= idle

@@ -1,0 +1,85 @@
+"""Sync: the progress line (phase, copy counts, events/s applied, lag behind the source).
+
+Lag is read from cluster times, not wall clocks: how far the last applied event's
+``clusterTime`` is behind the newest shard position the merge knows of, and per shard how
+far its own position (its promise) is behind that newest one.  An idle shard's position
+moves only with its periodic no-op, which is why one idle shard can hold the whole stream
+back by up to that interval.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.cluster_sync.initial_copy import CopyProgress
+
+REPORT_EVERY_S: Final = 1.0
+
+
+class SyncProgress:
+    """Writes a progress line at most once per ``REPORT_EVERY_S`` (and at phase changes)."""
+
+    def __init__(self, report: Callable[[str], None] | None) -> None:
+        """Args: where lines go (None: nowhere)."""
+        self._report = report
+        self._phase = "copy"
+        self._copy = CopyProgress()
+        self._started = time.monotonic()
+        self._last_line = 0.0
+        self._applied = 0
+        self._window_events = 0
+        self._window_start = time.monotonic()
+        self._lag = "-"
+        self._shards = ""
+
+    def phase(self, name: str, copy: CopyProgress) -> None:
+        """Enter phase ``name`` (``copy`` or ``stream``)."""
+        self._phase, self._copy = name, copy
+        self._emit(force=True)
+
+    def batch(
+        self,
+        events: int,
+        last_time: Timestamp | None,
+        positions: Mapping[str, Timestamp | None],
+    ) -> None:
+        """Count one applied batch; ``positions`` are the shards' known cluster times."""
+        self._applied += events
+        self._window_events += events
+        known = [ts for ts in positions.values() if ts is not None]
+        newest = max(known, default=None)
+        if events == 0:
+            self._lag = "0 s"  # everything the merge released is applied
+        elif newest is not None and last_time is not None:
+            self._lag = f"{max(0, newest.time - last_time.time)} s"
+        if newest is not None:
+            self._shards = " ".join(
+                f"{name} {newest.time - ts.time if ts else '?'} s"
+                for name, ts in sorted(positions.items())
+            )
+        self._emit()
+
+    def done(self) -> None:
+        """Write the final line."""
+        self._emit(force=True)
+
+    def _emit(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._report is None or (not force and now - self._last_line < REPORT_EVERY_S):
+            return
+        window = max(now - self._window_start, 1e-9)
+        run = max(now - self._started, 1e-9)
+        copy = self._copy
+        self._report(
+            f"sync {self._phase}: copied {copy.copied:,}/{copy.total:,} documents, "
+            f"applied {self._applied:,} events ({self._window_events / window:,.0f} events/s, "
+            f"run {self._applied / run:,.0f}/s), lag {self._lag}"
+            + (f", shards: {self._shards}" if self._shards else "")
+        )
+        self._last_line = now
+        self._window_events = 0
+        self._window_start = now

@@ -1,0 +1,88 @@
+"""Emulator: how the emulated mongos routes writes, DDL and catalog reads to its shards.
+
+No collection is sharded here: every collection a client creates or writes through mongos
+is unsharded and lives on the cluster's *primary shard*, the first shard (in creation
+order), as a database's primary shard holds its unsharded collections. So every write,
+every DDL command, ``listCollections`` / ``listIndexes`` and the transaction commands are
+forwarded to it (in-process, through :meth:`EmulatedNode.run_command`) with the mongos's
+cluster time gossiped in ``$clusterTime``.
+
+Reads keep their wider routing: ``find`` (and ``count``, so the two agree) reads every
+shard, so documents a test loads on another shard are still seen; ``listDatabases`` sums
+every shard's databases, and ``appendOplogNote`` writes its no-op on every shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from bson.timestamp import Timestamp
+
+from shardstream.emulator.catalog_commands import count_handler, database_lister
+from shardstream.emulator.faults import CommandError
+from shardstream.emulator.node import EmulatedNode
+
+Body = dict[str, Any]
+Handler = Callable[[Body], Body]
+TO_PRIMARY_SHARD: Final = (
+    "insert",
+    "update",
+    "delete",
+    "create",
+    "drop",
+    "dropdatabase",
+    "renamecollection",
+    "collmod",
+    "createindexes",
+    "dropindexes",
+    "listcollections",
+    "listindexes",
+    "committransaction",
+    "aborttransaction",
+)
+
+
+def register_routing(
+    commands: dict[str, Handler],
+    shards: Callable[[], Sequence[EmulatedNode]],
+    documents: Callable[[str], list[Any]],
+    cluster_time: Callable[[], Timestamp],
+) -> None:
+    """Add the routed commands to a mongos's command table.
+
+    Args:
+        commands: The mongos's handlers (lower-case names).
+        shards: The current shards, in creation order; the first is the primary shard.
+        documents: What ``find`` reads for a namespace (every shard's documents).
+        cluster_time: The mongos's cluster time, gossiped to the shards it forwards to.
+    """
+
+    def gossiped(body: Body) -> Body:
+        # As a real mongos does, send the newest cluster time it knows (its own, or the
+        # client's), so that a shard logs its next write after every shard's last one.
+        now = cluster_time()
+        sent = (body.get("$clusterTime") or {}).get("clusterTime")
+        if isinstance(sent, Timestamp) and sent > now:
+            now = sent
+        return {**body, "$clusterTime": {**(body.get("$clusterTime") or {}), "clusterTime": now}}
+
+    def primary() -> EmulatedNode:
+        current = shards()
+        if not current:
+            raise CommandError(70, "ShardNotFound", "the cluster has no shards")
+        return current[0]
+
+    def forward(body: Body) -> Body:
+        return primary().run_command(gossiped(body))
+
+    def to_every_shard(body: Body) -> Body:
+        for shard in shards():
+            shard.run_command(gossiped(body))
+        return {"ok": 1.0}
+
+    for name in TO_PRIMARY_SHARD:
+        commands[name] = forward
+    commands["appendoplognote"] = to_every_shard
+    commands["listdatabases"] = database_lister(lambda: [shard.store for shard in shards()])
+    commands["count"] = count_handler(documents)

@@ -1,0 +1,163 @@
+"""Emulator: multi-document transactions as pymongo runs them, committed as one ``applyOps``.
+
+A write carrying ``lsid``, ``txnNumber`` and ``autocommit: false`` belongs to that session's
+transaction (the first one also carries ``startTransaction: true``). Its writes are applied
+at once, so the session reads its own writes, and buffered for the oplog; before a
+transaction first changes a collection, a copy of the collection is kept, and
+``abortTransaction`` puts the copies back. ``commitTransaction`` logs the buffered
+operations as one ``applyOps`` entry on ``admin.$cmd``, with the session fields first and
+a null ``prevOpTime``, as mongod logs a transaction that fits one entry; a transaction that
+wrote nothing logs nothing.
+
+Unlike mongod there is no isolation: other sessions see a transaction's writes before it
+commits. A write with ``lsid`` and ``txnNumber`` but no ``autocommit: false`` is a
+retryable write, not a transaction, and is logged on its own.
+
+See also src/mongo/db/transaction/transaction_participant.cpp.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import bson
+from bson.int64 import Int64
+
+from shardstream.emulator.document_store import Collection, DocumentStore
+from shardstream.emulator.faults import CommandError
+from shardstream.emulator.write_oplog import OplogWriter
+
+Body = dict[str, Any]
+# With no authentication, mongod stamps every session id with the SHA-256 of the empty
+# user name: it shows up as lsid.uid in transaction oplog entries.
+_ANONYMOUS_UID: Final = hashlib.sha256(b"").digest()
+_TRANSIENT: Final = ("TransientTransactionError",)
+
+
+@dataclass
+class Transaction:
+    """One open transaction: the operations to log and the collections to restore."""
+
+    lsid: Body
+    txn_number: int
+    ops: list[Body] = field(default_factory=list)
+    undo: dict[str, Collection | None] = field(default_factory=dict)
+
+    def remember(self, ns: str, coll: Collection | None) -> None:
+        """Keep ``ns`` as it is now (None: absent), unless this transaction already did."""
+        if ns not in self.undo:
+            self.undo[ns] = coll.copy() if coll is not None else None
+
+
+def _session(body: Body) -> tuple[bytes, Body, int]:
+    lsid, txn_number = body.get("lsid"), body.get("txnNumber")
+    if not isinstance(lsid, dict) or not isinstance(txn_number, int):
+        raise CommandError(72, "InvalidOptions", "a transaction needs both 'lsid' and 'txnNumber'")
+    return bson.encode(lsid), lsid, int(txn_number)
+
+
+def _no_such(txn_number: int) -> CommandError:
+    return CommandError(
+        251,
+        "NoSuchTransaction",
+        f"Transaction with txnNumber {txn_number} has been aborted or never started.",
+        _TRANSIENT,
+    )
+
+
+class TransactionTable:
+    """The open transaction of each session, and the last one each committed."""
+
+    def __init__(self, store: DocumentStore, oplog: OplogWriter) -> None:
+        """Track transactions writing to ``store`` and committing to ``oplog``."""
+        self._store = store
+        self._oplog = oplog
+        self._open: dict[bytes, Transaction] = {}
+        self._committed: dict[bytes, int] = {}
+        self._started: dict[bytes, int] = {}  # the newest txnNumber each session started
+
+    def register(self, commands: dict[str, Callable[[Body], Body]]) -> None:
+        """Add ``commitTransaction`` and ``abortTransaction`` to a node's command table."""
+        commands["committransaction"] = self.commit
+        commands["aborttransaction"] = self.abort
+
+    def for_command(self, body: Body) -> Transaction | None:
+        """The transaction ``body`` runs in (None: not in one), starting it if asked.
+
+        Raises:
+            CommandError: ``NoSuchTransaction`` (251, transient) for a transaction that
+                is not open; ``InvalidOptions`` (72) without a session.
+        """
+        if body.get("autocommit") is not False:
+            return None
+        key, lsid, txn_number = _session(body)
+        current = self._open.get(key)
+        starting = bool(body.get("startTransaction"))
+        if current is not None and current.txn_number == txn_number and not starting:
+            return current
+        if txn_number <= self._started.get(key, -1):
+            if starting:
+                raise CommandError(
+                    117,
+                    "ConflictingOperationInProgress",
+                    f"transaction {txn_number} was already started on this session",
+                )
+            raise _no_such(txn_number)
+        # A new transaction; also when its startTransaction came with a read, which the
+        # emulator does not track. A newer txnNumber aborts the session's open one.
+        if current is not None:
+            self.roll_back(current)
+        current = self._open[key] = Transaction(lsid, txn_number)
+        self._started[key] = txn_number
+        return current
+
+    def roll_back(self, txn: Transaction) -> None:
+        """Undo ``txn``'s changes and forget it (after an abort or a failed write)."""
+        for ns, coll in txn.undo.items():
+            self._store.put(ns, coll)
+        self._open.pop(bson.encode(txn.lsid), None)
+
+    def commit(self, body: Body) -> Body:
+        """Answer ``commitTransaction``: log the operations as one ``applyOps`` entry."""
+        _admin_only(body, "commitTransaction")
+        key, lsid, txn_number = _session(body)
+        with self._store.lock:
+            txn = self._open.get(key)
+            if txn is None or txn.txn_number != txn_number:
+                # A retried commit, or a transaction that only read: reads are not tracked,
+                # so its start was never seen, and it has nothing to log.
+                if self._committed.get(key) == txn_number or txn_number > self._started.get(
+                    key, -1
+                ):
+                    return {"ok": 1.0}
+                raise _no_such(txn_number)
+            if txn.ops:
+                session = {"lsid": {**lsid, "uid": _ANONYMOUS_UID}, "txnNumber": Int64(txn_number)}
+                entry = {**session, "op": "c", "ns": "admin.$cmd", "o": {"applyOps": txn.ops}}
+                self._oplog.write(entry, transaction=True)
+            del self._open[key]
+            self._committed[key] = txn_number
+        return {"ok": 1.0}
+
+    def abort(self, body: Body) -> Body:
+        """Answer ``abortTransaction``: put back what the transaction changed."""
+        _admin_only(body, "abortTransaction")
+        key, _, txn_number = _session(body)
+        with self._store.lock:
+            txn = self._open.get(key)
+            if txn is None or txn.txn_number != txn_number:
+                if txn_number > self._started.get(key, -1):
+                    return {"ok": 1.0}  # a transaction that only read: nothing to undo
+                raise _no_such(txn_number)
+            self.roll_back(txn)
+        return {"ok": 1.0}
+
+
+def _admin_only(body: Body, name: str) -> None:
+    if body.get("$db") != "admin":
+        raise CommandError(
+            13, "Unauthorized", f"{name} may only be run against the admin database."
+        )

@@ -1,0 +1,148 @@
+"""Emulator: the one way a write reaches a node's collections and oplog.
+
+Each change to a user collection is applied to the :class:`DocumentStore` and logged with
+the entry mongod writes for it: at once, or (inside a transaction) buffered for the
+transaction's ``applyOps``, after remembering the collection so an abort can restore it.
+Callers hold ``store.lock`` for the whole command, so the oplog order is the order in which
+changes were applied. The ``local`` database is never logged, as on a real node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import bson
+
+from shardstream.emulator import write_oplog
+from shardstream.emulator.document_store import (
+    ID_INDEX,
+    Collection,
+    DocumentStore,
+    WriteError,
+    id_first,
+    id_key,
+)
+from shardstream.emulator.faults import CommandError
+from shardstream.emulator.transactions import Transaction, TransactionTable
+from shardstream.emulator.write_oplog import OplogWriter
+
+Body = dict[str, Any]
+# Fields every command may carry that are not the command's own arguments.
+GENERIC_FIELDS = frozenset(
+    {
+        "lsid",
+        "txnNumber",
+        "autocommit",
+        "startTransaction",
+        "writeConcern",
+        "readConcern",
+        "comment",
+        "maxTimeMS",
+        "apiVersion",
+        "apiStrict",
+        "apiDeprecationErrors",
+        "stmtId",
+        "stmtIds",
+    }
+)
+
+
+def namespace(body: Mapping[str, Any], command: str) -> str:
+    """The ``db.coll`` a command names in its first field (and ``$db``).
+
+    Raises:
+        CommandError: ``InvalidNamespace`` (73) for an empty or ``$``-holding name.
+    """
+    coll, db = body.get(command), body.get("$db")
+    if not isinstance(coll, str) or not coll or "$" in coll or not isinstance(db, str):
+        raise CommandError(73, "InvalidNamespace", f"Invalid namespace specified '{db}.{coll}'")
+    return f"{db}.{coll}"
+
+
+def arguments(body: Mapping[str, Any], command: str) -> Body:
+    """The command's own fields: ``body`` minus its name, ``$``-fields and generic fields."""
+    return {
+        key: value
+        for key, value in body.items()
+        if key != command and not key.startswith("$") and key not in GENERIC_FIELDS
+    }
+
+
+class WritePath:
+    """A node's store, its oplog writer and its open transactions, written together."""
+
+    def __init__(self, store: DocumentStore, oplog: OplogWriter) -> None:
+        """Write to ``store`` and log to ``oplog``."""
+        self.store = store
+        self.oplog = oplog
+        self.transactions = TransactionTable(store, oplog)
+
+    def log(self, body: Body, txn: Transaction | None) -> None:
+        """Log ``body`` now, or buffer it for ``txn``'s commit."""
+        if body["ns"].startswith("local."):
+            return
+        if txn is None:
+            self.oplog.write(body)
+        else:
+            txn.ops.append(write_oplog.inner(body))
+
+    def touch(self, ns: str, txn: Transaction | None) -> None:
+        """Call before changing ``ns``: a transaction keeps it for an abort."""
+        if txn is not None:
+            txn.remember(ns, self.store.get(ns))
+
+    def create(
+        self, ns: str, options: Mapping[str, Any], txn: Transaction | None = None
+    ) -> Collection:
+        """Create ``ns`` and log its ``create`` (``NamespaceExists`` if it exists)."""
+        self.touch(ns, txn)
+        coll = self.store.create(ns, options)
+        o = {"create": ns.partition(".")[2], **coll.options, "idIndex": dict(ID_INDEX)}
+        self.log(write_oplog.command(ns, coll.ui, o), txn)
+        return coll
+
+    def collection(self, ns: str, txn: Transaction | None) -> Collection:
+        """The collection ``ns``, created (and logged) first if missing, as inserts do."""
+        coll = self.store.get(ns)
+        return coll if coll is not None else self.create(ns, {}, txn)
+
+    def insert(self, ns: str, doc: Body, txn: Transaction | None) -> Body:
+        """Insert ``doc`` (``_id`` moved first, or generated) into ``ns``; return it.
+
+        Raises:
+            WriteError: ``DuplicateKey`` (11000); ``BadValue`` (2) for an array ``_id``.
+        """
+        doc = id_first(doc)
+        if isinstance(doc["_id"], list):
+            raise WriteError(2, "BadValue", "can't use an array for _id")
+        coll = self.collection(ns, txn)
+        self.touch(ns, txn)
+        coll.insert(doc)
+        self.log(write_oplog.crud("i", ns, coll.ui, doc, {"_id": doc["_id"]}), txn)
+        return doc
+
+    def update(
+        self, coll: Collection, pre: Body, post: Body, *, replacement: bool, txn: Transaction | None
+    ) -> bool:
+        """Store ``post`` in place of ``pre``; return whether anything changed.
+
+        A replacement-style update logs the whole new document; an operator or pipeline
+        update logs a delta (or the whole document when a delta cannot say it).
+        """
+        if bson.encode(pre) == bson.encode(post):
+            return False  # a no-op update logs nothing, as on mongod
+        self.touch(coll.ns, txn)
+        coll.replace(id_key(pre["_id"]), post)
+        if replacement:
+            body = write_oplog.replacement(coll.ns, coll.ui, post)
+        else:
+            body = write_oplog.update(coll.ns, coll.ui, pre, post)
+        self.log(body, txn)
+        return True
+
+    def delete(self, coll: Collection, doc: Body, txn: Transaction | None) -> None:
+        """Delete ``doc`` from ``coll``."""
+        self.touch(coll.ns, txn)
+        coll.delete(id_key(doc["_id"]))
+        self.log(write_oplog.crud("d", coll.ns, coll.ui, {"_id": doc["_id"]}), txn)

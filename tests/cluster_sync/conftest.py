@@ -1,0 +1,142 @@
+"""Fixtures for sync tests: a simulated source cluster, an emulated target, a running sync."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import bson
+import pytest
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
+from bson.timestamp import Timestamp
+from pymongo import MongoClient
+
+from shardstream.cluster_sync import SyncJob, SyncOptions, SyncResult
+from shardstream.emulator import EmulatedCluster
+from shardstream.resume_token import decode_token_document
+from shardstream.sim import SimulationConfig
+from tests.cluster_sync.sim_source import SimulatedSource
+
+RAW = CodecOptions(document_class=RawBSONDocument)
+WAIT_S = 60.0
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # bounded by the deadline
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class RunningSync:
+    """A :class:`SyncJob` on a thread, with its result or error kept for the test."""
+
+    def __init__(self, options: SyncOptions) -> None:
+        self.lines: list[str] = []
+        self.job = SyncJob(options, report=self.lines.append)
+        self.result: SyncResult | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="test-sync", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self.job.run()
+        except BaseException as exc:  # handed to the test
+            self.error = exc
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def finish(self) -> SyncResult:
+        """Stop after the batch in flight and return the result (re-raising its error)."""
+        self.job.stop()
+        self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), "the sync did not stop"
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def sync_to_the_end(
+    source: SimulatedSource, target: EmulatedCluster, **options: Any
+) -> RunningSync:
+    """Start a sync, feed the source's rest once T0 is taken, wait until all is applied.
+
+    The copy starts from T0 only once the checkpoint holds it; later writes must come to
+    the target through the stream. Returns the still-running sync (``finish()`` it).
+    """
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
+        running = RunningSync(SyncOptions(source=source.cluster.uri, target=target.uri, **options))
+        wait_for(lambda: checkpoint(client) or running.error, "the sync to take T0")
+        end = source.feed_rest()
+        wait_for(lambda: applied_through(client, end) or running.error, "the sync to reach the end")
+        return running
+
+
+def checkpoint(target: MongoClient[Any], sync_id: str = "default") -> dict[str, Any] | None:
+    """The sync's stored checkpoint document, if any."""
+    return target.shardstream_sync.checkpoints.find_one({"_id": sync_id})
+
+
+def applied_through(target: MongoClient[Any], end: Timestamp, sync_id: str = "default") -> bool:
+    """Whether the stored checkpoint's token is at or past cluster time ``end``."""
+    document = checkpoint(target, sync_id)
+    token = (document or {}).get("token")
+    return isinstance(token, dict) and decode_token_document(token).cluster_time >= end
+
+
+def target_contents(target: MongoClient[Any]) -> dict[tuple[str, str], dict[bytes, bytes]]:
+    """Every user collection on the target: raw document bytes per ``_id`` key."""
+    contents: dict[tuple[str, str], dict[bytes, bytes]] = {}
+    for db in target.list_database_names():
+        if db in ("admin", "config", "local", "shardstream_sync"):
+            continue
+        for name in target[db].list_collection_names():
+            documents = {
+                bson.encode({"_id": doc["_id"]}): doc.raw
+                for doc in target[db].get_collection(name, codec_options=RAW).find()
+            }
+            if documents:
+                contents[(db, name)] = documents
+    return contents
+
+
+@pytest.fixture
+def small_run() -> SimulationConfig:
+    """A run with every kind of change, small enough for a test."""
+    return SimulationConfig(seed=5, shards=3, operations=260, collmod_at=0.5)
+
+
+@pytest.fixture
+def source(small_run: SimulationConfig) -> Iterator[SimulatedSource]:
+    """The simulated source, started and cut at 40 % of its stream."""
+    simulated = SimulatedSource(small_run)
+    simulated.start()
+    yield simulated
+    simulated.stop()
+
+
+@pytest.fixture
+def target() -> Iterator[EmulatedCluster]:
+    """An emulated 2-shard target cluster."""
+    with EmulatedCluster(shards=2) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def target_client(target: EmulatedCluster) -> Iterator[MongoClient[Any]]:
+    """A client on the target's mongos."""
+    client: MongoClient[Any] = MongoClient(target.uri, serverSelectionTimeoutMS=5000)
+    yield client
+    client.close()
