@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Any
 
 import bson
@@ -14,6 +13,7 @@ from pymongo.errors import DuplicateKeyError, OperationFailure
 
 import shardstream
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
+from tests.merger.stream_helpers import collect
 
 from .conftest import ClientFactory
 
@@ -157,17 +157,6 @@ def test_writes_through_mongos_land_on_the_primary_shard(
     assert "a_1" in coll.index_information()
 
 
-def _collect(stream: Any, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count:
-        assert time.monotonic() < deadline, f"only {len(events)} of {count} events arrived"
-        event = stream.try_next()
-        if event is not None:
-            events.append(event)
-    return events
-
-
 def test_shardstream_watch_reads_what_a_client_wrote(
     cluster: EmulatedCluster, client_factory: ClientFactory
 ) -> None:
@@ -188,7 +177,7 @@ def test_shardstream_watch_reads_what_a_client_wrote(
     with shardstream.watch(
         cluster.uri, start_at_operation_time=start, max_await_time_ms=100
     ) as stream:
-        events = _collect(stream, 7)
+        events = collect(stream, 7)
     assert [event["operationType"] for event in events] == [
         "insert", "insert", "update", "replace", "delete", "insert", "insert"
     ]  # fmt: skip
