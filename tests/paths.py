@@ -33,8 +33,7 @@ from shardstream.merger import MergedStream, TopologyBatch
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.merger.raw.shard_reader import reads_fast
 from shardstream.merger.topology import TopologySource
-from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogBatch, OplogSource
 from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream

@@ -7,9 +7,9 @@ rest of the oplogs is appended once the sync has taken its T0 (:meth:`feed_rest`
 a final no-op on every shard so the merge releases the last events, and the collections
 then switch to the run's true final contents, which the target must end up equal to.
 
-The contents at ``cut`` come from applying the merged stream's events up to ``cut`` (the
-simulator keeps only its final state); the final comparison is against the simulator's
-own ``final_state``, which no shardstream code produced.
+The contents at ``cut`` come from applying the shards' events up to ``cut``, sorted as the
+merge orders them (the simulator keeps only its final state); the final comparison is
+against the simulator's own ``final_state``, which no shardstream code produced.
 """
 
 from __future__ import annotations
@@ -20,24 +20,14 @@ from typing import Any
 from bson.timestamp import Timestamp
 
 from shardstream.emulator import EmulatedCluster
-from shardstream.merger import MergedStream
-from shardstream.sim import SimulatedCluster, SimulationConfig, SimulationResult
+from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.sim.apply_events import apply_events
-from shardstream.sim.feed import simulated_sources
 from shardstream.transform import ChangeStreamOptions
+from tests.sim.replay import merged_events
 
 Namespace = tuple[str, str]
-
-
-def merged_events(result: SimulationResult) -> list[dict[str, Any]]:
-    """The run's whole merged stream, with DDL events and the oplog's raw diffs."""
-    options = ChangeStreamOptions(show_expanded_events=True, show_raw_update_description=True)
-    stream = MergedStream(simulated_sources(result, seed=1, delay=0.0), options)
-    events: list[dict[str, Any]] = []
-    while not stream.exhausted:
-        batch, _ = stream.next_batch(1000)
-        events += [event.document for event in batch]
-    return events
+# DDL events for the catalog, the oplog's raw diffs for apply_events.
+EXPANDED = ChangeStreamOptions(show_expanded_events=True, show_raw_update_description=True)
 
 
 def catalog_at(
@@ -70,7 +60,7 @@ class SimulatedSource:
     def __init__(self, config: SimulationConfig, *, cut_fraction: float = 0.4) -> None:
         """Run the simulator and prepare the shards' oplogs and the contents at the cut."""
         self.result = SimulatedCluster(config).run()
-        events = merged_events(self.result)
+        events = merged_events(self.result, EXPANDED)
         crud = [e for e in events if "documentKey" in e]
         self.cut: Timestamp = crud[int(len(crud) * cut_fraction)]["clusterTime"]
         before = [e for e in events if e["clusterTime"] <= self.cut]

@@ -12,37 +12,17 @@ from typing import Any
 
 import bson
 import pytest
-from bson.binary import Binary
-from bson.code import Code
-from bson.datetime_ms import DatetimeMS
-from bson.max_key import MaxKey
-from bson.min_key import MinKey
-from bson.regex import Regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardstream.cluster_sync.diff_to_pipeline import UnsupportedDiff, diff_to_pipeline
 from shardstream.emulator.update_pipeline import run_update_pipeline
 from shardstream.transform.update.apply_update import apply_update
-from tests.strategies import DECIMALS, DOUBLES, INT32, INT64, OBJECT_IDS, TEXT, TIMESTAMPS
+from tests.strategies import DRIVER_SCALARS
 
 FIELD_NAMES = st.sampled_from(["a", "b", "c", "tags", "meta", "$odd", "dot.ted", "0", "1", ""])
 LEAVES: st.SearchStrategy[Any] = st.one_of(
-    st.none(),
-    st.booleans(),
-    INT32,
-    INT64,
-    DOUBLES,
-    DECIMALS,
-    TEXT,
-    st.sampled_from(["$notAPath", "$$ROOT", "$$REMOVE"]),
-    OBJECT_IDS,
-    st.builds(Binary, st.binary(max_size=20), st.sampled_from([0, 4, 5])),
-    TIMESTAMPS,
-    st.integers(-(2**40), 2**40).map(DatetimeMS),
-    st.builds(Regex, st.sampled_from(["a.b", "^x"]), st.sampled_from(["", "i"])),
-    st.builds(Code, st.sampled_from(["f()", "g"])),
-    st.sampled_from([MinKey(), MaxKey()]),
+    DRIVER_SCALARS, st.sampled_from(["$notAPath", "$$ROOT", "$$REMOVE"])
 )
 VALUES = st.recursive(
     LEAVES,

@@ -24,8 +24,8 @@ from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, Merg
 from shardstream.merger import MergedStream
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.merger.raw.shard_reader import FastShardReader, reads_fast, shard_options
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogBatch
 from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources

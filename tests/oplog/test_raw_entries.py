@@ -16,8 +16,9 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.emulator import EmulatedReplicaSet
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live.process_tailer import ProcessOplogSource
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS, LiveOplogSource
+from shardstream.oplog.live.tailer import LiveOplogSource
 
 from .live_helpers import AWAIT_MS, fill, noop, poll, reaches, seconds
 

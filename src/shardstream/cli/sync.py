@@ -11,7 +11,6 @@ import argparse
 import signal
 import sys
 from types import FrameType
-from typing import Any
 
 from shardstream.cli.options import parse_timestamp
 from shardstream.errors import ShardstreamError
@@ -107,18 +106,13 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _run_sync(args: argparse.Namespace) -> int:
-    from pymongo import MongoClient
-
     from shardstream.cluster_sync import NamespaceMap, SyncJob, SyncOptions
-    from shardstream.cluster_sync.checkpoint import CheckpointStore
 
-    secrets = (args.source, args.target)
     try:
-        namespaces = NamespaceMap.from_options(args.db, args.coll, args.map)
         options = SyncOptions(
             source=args.source,
             target=args.target,
-            namespaces=namespaces,
+            namespaces=NamespaceMap.from_options(args.db, args.coll, args.map),
             sync_id=args.sync_id,
             writers=args.writers,
             transactions=not args.no_transactions,
@@ -129,11 +123,8 @@ def _run_sync(args: argparse.Namespace) -> int:
             idle_exit_s=args.idle_exit,
             idle_noop_interval_s=args.idle_noop_interval,
             start_at=args.start_at_operation_time,
+            restart=args.restart,
         )
-        if args.restart:
-            client: MongoClient[Any] = MongoClient(args.target)
-            with client:
-                CheckpointStore(client, args.sync_id, source="").clear()
         job = SyncJob(options, report=lambda line: print(line, file=sys.stderr, flush=True))
 
         def interrupted(_signum: int, _frame: FrameType | None) -> None:
@@ -150,40 +141,33 @@ def _run_sync(args: argparse.Namespace) -> int:
             f"applied, {result.conflicts} conflicts handled; checkpoint {result.token}",
             file=sys.stderr,
         )
-        if args.verify:
-            return _verify(args.source, args.target, namespaces)
-        return 0
-    except (ShardstreamError, ValueError, OSError) as exc:
-        print(f"shardstream sync: {redact_text(str(exc), *secrets)}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # pymongo's errors: shown without credentials
-        print(f"shardstream sync: {redact_text(repr(exc), *secrets)}", file=sys.stderr)
+        return _verify(args) if args.verify else 0
+    except Exception as exc:  # any failure: one line, without credentials
+        print(f"shardstream sync: {_error_line(exc, args)}", file=sys.stderr)
         return 1
 
 
 def _run_verify(args: argparse.Namespace) -> int:
-    from shardstream.cluster_sync import NamespaceMap
-
     try:
-        namespaces = NamespaceMap.from_options(args.db, args.coll, args.map)
-        return _verify(args.source, args.target, namespaces)
-    except Exception as exc:
-        print(
-            f"shardstream verify: {redact_text(repr(exc), args.source, args.target)}",
-            file=sys.stderr,
-        )
+        return _verify(args)
+    except Exception as exc:  # any failure: one line, without credentials
+        print(f"shardstream verify: {_error_line(exc, args)}", file=sys.stderr)
         return 1
 
 
-def _verify(source: str, target: str, namespaces: Any) -> int:
-    from pymongo import MongoClient
+def _verify(args: argparse.Namespace) -> int:
+    from shardstream.cluster_sync import verify
 
-    from shardstream.cluster_sync.compare_clusters import verify
-
-    source_client: MongoClient[Any] = MongoClient(source)
-    target_client: MongoClient[Any] = MongoClient(target)
-    with source_client, target_client:
-        report = verify(source_client, target_client, namespaces)
+    report = verify(args.source, args.target, db=args.db, coll=args.coll, maps=args.map)
     for line in report.lines():
         print(line)
     return 0 if report.equal else 1
+
+
+def _error_line(exc: BaseException, args: argparse.Namespace) -> str:
+    # Imported here: bench.common needs pymongo, which the offline commands never load.
+    from shardstream.bench.common import error_text, password_of
+
+    # Our errors say what was expected; a driver error is shown by its code and errmsg.
+    text = str(exc) if isinstance(exc, ShardstreamError) else error_text(exc, args.source)
+    return redact_text(text, password_of(args.source), password_of(args.target))

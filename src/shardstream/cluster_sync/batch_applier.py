@@ -124,9 +124,12 @@ class BatchApplier:
         if not writes:
             return
         lanes: list[list[CrudWrite]] = [[] for _ in range(self._writers)]
+        seeds: dict[Namespace, int] = {}  # one namespace's hash, not one per write
         for write in writes:
-            ns = f"{write.target[0]}.{write.target[1]}".encode()
-            lanes[zlib.crc32(write.route, zlib.crc32(ns)) % self._writers].append(write)
+            seed = seeds.get(write.target)
+            if seed is None:
+                seed = seeds[write.target] = zlib.crc32(".".join(write.target).encode())
+            lanes[zlib.crc32(write.route, seed) % self._writers].append(write)
         busy = [lane for lane in lanes if lane]
         # list() waits for every lane and re-raises the first lane's error.
         list(self._pool.map(self._lane, busy))

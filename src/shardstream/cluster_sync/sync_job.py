@@ -56,6 +56,7 @@ class SyncOptions:
         idle_exit_s: stop once no event arrived for this long (None: run until stopped).
         retry_for_s: how long a target that went away is retried.
         idle_noop_interval_s: write a no-op to a source shard idle this long (None: off).
+        restart: forget the stored checkpoint first (a new initial copy).
         start_at: skip the initial copy and stream from this cluster time (the target
             already holds the source's data as of it, e.g. restored from a backup).
     """
@@ -75,6 +76,7 @@ class SyncOptions:
     retry_for_s: float = 300.0
     idle_noop_interval_s: float | None = None
     start_at: Timestamp | None = None
+    restart: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,6 +125,8 @@ class SyncJob:
     def _run(self, source: MongoClient[Any], target: MongoClient[Any]) -> SyncResult:
         options = self.options
         store = CheckpointStore(target, options.sync_id, source=redact_uri(options.source))
+        if options.restart:
+            store.clear()
         checkpoint = store.load()
         progress = SyncProgress(self._report)
         copied = CopyProgress()

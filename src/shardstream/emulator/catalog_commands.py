@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from bson.int64 import Int64
 
-from shardstream.emulator.cursors import matches
+from shardstream.emulator.cursors import matches, select
 from shardstream.emulator.ddl_commands import not_found
 from shardstream.emulator.document_store import ID_INDEX, DocumentStore
 from shardstream.emulator.faults import CommandError
@@ -125,9 +125,10 @@ def count_handler(documents: Callable[[str], list[Any]]) -> Handler:
 
     def count(body: Body) -> Body:
         ns = namespace(body, "count")
-        found = [doc for doc in documents(ns) if matches(doc, body.get("query") or {})]
-        found = found[int(body.get("skip") or 0) :]
-        limit = abs(int(body.get("limit") or 0))
-        return {"n": len(found[:limit] if limit else found), "ok": 1.0}
+        query = body.get("query") or {}
+        return {
+            "n": len(select(documents(ns), query, body.get("skip"), body.get("limit"))),
+            "ok": 1.0,
+        }
 
     return count

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from shardstream.emulator.faults import CommandError
@@ -91,6 +91,14 @@ def matches(doc: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
         elif not _equals(value, expected):
             return False
     return True
+
+
+def select(docs: Iterable[Any], query: Mapping[str, Any], skip: Any, limit: Any) -> list[Any]:
+    """``docs`` matching ``query``, after ``skip`` and up to ``limit`` (0: no limit), as
+    ``find`` and ``count`` take them (a negative limit counts as its absolute value)."""
+    found = [doc for doc in docs if matches(doc, query)][int(skip or 0) :]
+    limit = abs(int(limit or 0))
+    return found[:limit] if limit else found
 
 
 def doc_size(doc: Any) -> int:

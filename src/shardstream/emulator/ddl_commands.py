@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-import bson
 from bson.int64 import Int64
 
 from shardstream.emulator.document_store import Collection
@@ -52,11 +51,6 @@ def outside_transactions(handler: Handler) -> Handler:
         return handler(body)
 
     return run
-
-
-def same(a: Any, b: Any) -> bool:
-    """Whether two values have the same BSON encoding (type and field order count)."""
-    return bson.encode({"": a}) == bson.encode({"": b})
 
 
 class DdlCommands:
@@ -177,7 +171,7 @@ class DdlCommands:
         if "name" in change:
             spec = coll.index(change["name"])
         else:
-            spec = next((s for s in coll.indexes if same(s["key"], change.get("keyPattern"))), None)
+            spec = coll.index_by_key(change.get("keyPattern"))
         if spec is None:
             raise CommandError(
                 27, "IndexNotFound", f"cannot find index {change!r} for ns {coll.ns}"

@@ -49,6 +49,16 @@ def id_key(value: Any) -> bytes:
     return bson.encode({"_id": value})
 
 
+def same_bson(a: Any, b: Any) -> bool:
+    """Whether two values have the same BSON encoding (type and field order count)."""
+    return bson.encode({"": a}) == bson.encode({"": b})
+
+
+def index_options(spec: Mapping[str, Any]) -> Body:
+    """An index spec's options: everything but ``v``, ``key`` and ``name``."""
+    return {k: v for k, v in spec.items() if k not in ("v", "key", "name")}
+
+
 def _render(value: Any) -> str:
     # Close to how mongod prints a dup key ({ _id: "a" }); for messages only.
     if isinstance(value, str):
@@ -74,8 +84,7 @@ def index_spec(spec: Mapping[str, Any]) -> Body:
         raise CommandError(9, "FailedToParse", f"index spec needs a 'key' document: {spec!r}")
     if not isinstance(spec.get("name"), str) or not spec["name"]:
         raise CommandError(9, "FailedToParse", f"index spec needs a 'name': {spec!r}")
-    rest = {k: v for k, v in spec.items() if k not in ("v", "key", "name")}
-    return {"v": 2, "key": dict(spec["key"]), "name": spec["name"], **rest}
+    return {"v": 2, "key": dict(spec["key"]), "name": spec["name"], **index_options(spec)}
 
 
 class Collection:
@@ -110,10 +119,11 @@ class Collection:
         """The document stored under ``key`` (see :func:`id_key`)."""
         return self._docs.get(key)
 
-    def find(self, query: Mapping[str, Any]) -> list[Body]:
+    def find(self, query: Mapping[str, Any], limit: int | None = None) -> list[Body]:
         """The documents matching ``query`` (the ``find`` subset), in insertion order.
 
-        Complexity: O(1) for an ``_id`` equality (a sync's usual write), else O(n).
+        Complexity: O(1) for an ``_id`` equality (a sync's usual write), else O(n), or up
+        to the ``limit``-th match.
         """
         wanted = query.get("_id", MISSING)
         if isinstance(wanted, Mapping) and list(wanted) == ["$eq"]:
@@ -126,7 +136,8 @@ class Collection:
             # A number also equals the same number of another type (1 == 1.0): scan.
             if not isinstance(wanted, int | float | Decimal128):
                 return []
-        return [doc for doc in self._docs.values() if matches(doc, query)]
+        matching = (doc for doc in self._docs.values() if matches(doc, query))
+        return list(itertools.islice(matching, limit))
 
     def data_size(self) -> int:
         """The BSON size of all documents, in bytes."""
@@ -173,6 +184,10 @@ class Collection:
         """The index spec called ``name``."""
         return next((spec for spec in self.indexes if spec["name"] == name), None)
 
+    def index_by_key(self, pattern: Any) -> Body | None:
+        """The first index spec whose key pattern is ``pattern`` (same BSON)."""
+        return next((spec for spec in self.indexes if same_bson(spec["key"], pattern)), None)
+
     def add_index(self, spec: Body) -> None:
         """Add index ``spec`` (a new name); build its unique keys over the documents.
 
@@ -194,7 +209,8 @@ class Collection:
 
     def drop_index(self, name: str) -> Body:
         """Remove and return the index called ``name`` (which exists)."""
-        spec = next(spec for spec in self.indexes if spec["name"] == name)
+        spec = self.index(name)
+        assert spec is not None, f"drop_index of a missing index {name!r}"
         self.indexes.remove(spec)
         self._unique.pop(name, None)
         return spec

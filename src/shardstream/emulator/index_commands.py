@@ -15,18 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shardstream.emulator.ddl_commands import not_found, outside_transactions, same
-from shardstream.emulator.document_store import Collection, index_spec
+from shardstream.emulator.ddl_commands import not_found, outside_transactions
+from shardstream.emulator.document_store import (
+    Collection,
+    index_options,
+    index_spec,
+    same_bson,
+)
 from shardstream.emulator.faults import CommandError
 from shardstream.emulator.write_oplog import command
 from shardstream.emulator.write_path import WritePath, namespace
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
-
-
-def _options(spec: Body) -> Body:
-    return {k: v for k, v in spec.items() if k not in ("v", "key", "name")}
 
 
 class IndexCommands:
@@ -88,16 +89,16 @@ class IndexCommands:
     @staticmethod
     def _is_new(coll: Collection | None, spec: Body) -> bool:
         existing = coll.indexes if coll is not None else []
-        same_name = next((s for s in existing if s["name"] == spec["name"]), None)
+        same_name = coll.index(spec["name"]) if coll is not None else None
         if same_name is not None:
-            if not same(same_name["key"], spec["key"]):
+            if not same_bson(same_name["key"], spec["key"]):
                 raise CommandError(
                     86,
                     "IndexKeySpecsConflict",
                     f"An existing index has the same name as the requested index but a "
                     f"different key: {same_name}",
                 )
-            if not same(_options(same_name), _options(spec)):
+            if not same_bson(index_options(same_name), index_options(spec)):
                 raise CommandError(
                     85,
                     "IndexOptionsConflict",
@@ -105,7 +106,7 @@ class IndexCommands:
                 )
             return False
         for other in existing:
-            if same(other["key"], spec["key"]) and same(
+            if same_bson(other["key"], spec["key"]) and same_bson(
                 other.get("partialFilterExpression"), spec.get("partialFilterExpression")
             ):
                 raise CommandError(
@@ -139,7 +140,7 @@ class IndexCommands:
         if which == "*":
             return [spec["name"] for spec in coll.indexes if spec["name"] != "_id_"]
         if isinstance(which, dict):
-            found = next((s for s in coll.indexes if same(s["key"], which)), None)
+            found = coll.index_by_key(which)
             if found is None:
                 raise CommandError(27, "IndexNotFound", f"can't find index with key: {which}")
             names = [found["name"]]

@@ -22,7 +22,7 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
-from shardstream.emulator.cursors import ListCursor, ServerCursor, matches
+from shardstream.emulator.cursors import ListCursor, ServerCursor, select
 from shardstream.emulator.document_store import DocumentStore
 from shardstream.emulator.faults import (
     CommandError,
@@ -157,11 +157,9 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
 
     def make_cursor(self, ns: str, body: Body) -> ServerCursor:
         """Build the cursor for a ``find`` on ``ns``; roles override for special namespaces."""
+        docs = self.collection_docs(ns)
         query = body.get("filter") or {}
-        docs = [doc for doc in self.collection_docs(ns) if matches(doc, query)]
-        docs = docs[int(body.get("skip") or 0) :]
-        limit = abs(int(body.get("limit") or 0))
-        return ListCursor(ns, docs[:limit] if limit else docs)
+        return ListCursor(ns, select(docs, query, body.get("skip"), body.get("limit")))
 
     # -- dispatch ----------------------------------------------------------------------
 

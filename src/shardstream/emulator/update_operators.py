@@ -21,12 +21,11 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import bson
 from bson.decimal128 import Decimal128, create_decimal128_context
 from bson.int64 import Int64
 
 from shardstream.emulator.cursors import MISSING, matches
-from shardstream.emulator.document_store import WriteError, id_first
+from shardstream.emulator.document_store import WriteError, id_first, same_bson
 
 Body = dict[str, Any]
 OPERATORS: Final = ("$set", "$unset", "$setOnInsert", "$inc")
@@ -64,7 +63,7 @@ def replace(pre: Mapping[str, Any] | None, replacement: Mapping[str, Any]) -> Bo
     """
     new = clone(dict(replacement))
     if pre is not None:
-        if "_id" in new and not _same(new["_id"], pre["_id"]):
+        if "_id" in new and not same_bson(new["_id"], pre["_id"]):
             raise _immutable()
         new["_id"] = pre["_id"]
     return id_first(new)
@@ -136,17 +135,13 @@ def apply_operators(
             _apply(doc, path, _remove, value, filters, create=False)
         else:
             _apply(doc, path, _increment if op == "$inc" else _set, value, filters)
-    if "_id" in pre and ("_id" not in doc or not _same(doc["_id"], pre["_id"])):
+    if "_id" in pre and ("_id" not in doc or not same_bson(doc["_id"], pre["_id"])):
         raise _immutable()
     return doc
 
 
 def _sort_key(path: str) -> list[tuple[int, Any]]:
     return [(0, int(part)) if part.isdigit() else (1, part) for part in path.split(".")]
-
-
-def _same(a: Any, b: Any) -> bool:
-    return bson.encode({"": a}) == bson.encode({"": b})
 
 
 def _immutable() -> WriteError:

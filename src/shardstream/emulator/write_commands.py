@@ -22,7 +22,6 @@ from shardstream.emulator.faults import CommandError
 from shardstream.emulator.transactions import Transaction
 from shardstream.emulator.update_operators import (
     apply_operators,
-    clone,
     is_replacement,
     replace,
     upsert_seed,
@@ -63,7 +62,8 @@ def _updated(pre: Body, u: Any, array_filters: list[Any], *, inserting: bool) ->
         from shardstream.emulator.update_pipeline import run_update_pipeline
 
         # The pipeline's result is applied like a replacement: it keeps the old _id.
-        return replace(pre if "_id" in pre else None, run_update_pipeline(clone(pre), u))
+        # The evaluator copies what it changes, so ``pre`` needs no copy of its own.
+        return replace(pre if "_id" in pre else None, run_update_pipeline(pre, u))
     if is_replacement(u):
         return replace(pre if "_id" in pre else None, u)
     return apply_operators(pre, u, array_filters, inserting=inserting)
@@ -143,8 +143,8 @@ class WriteCommands:
                     9, "FailedToParse", "multi update is not supported for replacement-style update"
                 )
             coll = self._path.store.get(ns)
-            found = coll.find(query) if coll is not None else []
-            for pre in found if multi else found[:1]:
+            found = coll.find(query, None if multi else 1) if coll is not None else []
+            for pre in found:
                 post = _updated(pre, u, filters, inserting=False)
                 if coll is not None:  # always: nothing is found without a collection
                     changed = self._path.update(coll, pre, post, replacement=replacement, txn=txn)
@@ -180,8 +180,7 @@ class WriteCommands:
             coll = self._path.store.get(ns)
             if coll is None:
                 return
-            found = coll.find(spec.get("q") or {})
-            for doc in found[:1] if limit else found:
+            for doc in coll.find(spec.get("q") or {}, 1 if limit else None):
                 self._path.delete(coll, doc, txn)
                 deleted += 1
 

@@ -22,11 +22,11 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-import bson
 from bson.binary import Binary
 from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.document_store import same_bson
 from shardstream.emulator.oplog import OplogStore
 
 Body = dict[str, Any]
@@ -60,10 +60,6 @@ def inner(body: Mapping[str, Any]) -> Body:
     return {name: body[name] for name in ("op", "ns", "ui", "o", "o2") if name in body}
 
 
-def _encoded(value: Any) -> bytes:
-    return bson.encode({"": value})
-
-
 def delta(pre: Mapping[str, Any], post: Mapping[str, Any]) -> Body | None:
     """The top-level ``$v: 2`` diff from ``pre`` to ``post``, or None if it cannot say it.
 
@@ -74,9 +70,7 @@ def delta(pre: Mapping[str, Any], post: Mapping[str, Any]) -> Body | None:
     if list(post)[: len(surviving)] != surviving:
         return None
     deleted = {name: False for name in pre if name not in post}
-    updated = {
-        name: post[name] for name in surviving if _encoded(pre[name]) != _encoded(post[name])
-    }
+    updated = {name: post[name] for name in surviving if not same_bson(pre[name], post[name])}
     inserted = {name: post[name] for name in post if name not in pre}
     diff: Body = {}
     for section, fields in (("d", deleted), ("u", updated), ("i", inserted)):
@@ -85,9 +79,8 @@ def delta(pre: Mapping[str, Any], post: Mapping[str, Any]) -> Body | None:
     return diff
 
 
-def update(ns: str, ui: Binary, pre: Mapping[str, Any], post: Mapping[str, Any]) -> Body:
-    """The ``u`` body of changing ``pre`` into ``post``: a delta, or a replacement."""
-    diff = delta(pre, post)
+def update(ns: str, ui: Binary, post: Mapping[str, Any], diff: Body | None) -> Body:
+    """The ``u`` body of an update to ``post``: the delta ``diff``, or (None) a replacement."""
     o2 = {"_id": post["_id"]}
     if diff is None:
         return crud("u", ns, ui, dict(post), o2)

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import bson
-
 from shardstream.emulator import write_oplog
 from shardstream.emulator.document_store import (
     ID_INDEX,
@@ -130,14 +128,17 @@ class WritePath:
         A replacement-style update logs the whole new document; an operator or pipeline
         update logs a delta (or the whole document when a delta cannot say it).
         """
-        if bson.encode(pre) == bson.encode(post):
+        # The delta is also the no-op check: an empty one means the same fields, values
+        # and order, so the same bytes (None: the order changed).
+        diff = write_oplog.delta(pre, post)
+        if diff == {}:
             return False  # a no-op update logs nothing, as on mongod
         self.touch(coll.ns, txn)
         coll.replace(id_key(pre["_id"]), post)
         if replacement:
             body = write_oplog.replacement(coll.ns, coll.ui, post)
         else:
-            body = write_oplog.update(coll.ns, coll.ui, pre, post)
+            body = write_oplog.update(coll.ns, coll.ui, post, diff)
         self.log(body, txn)
         return True
 

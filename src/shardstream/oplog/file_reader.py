@@ -19,6 +19,7 @@ from bson import json_util
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions, DatetimeConversion
 from bson.errors import BSONError
+from bson.raw_bson import RawBSONDocument
 
 from shardstream.errors import OplogError
 
@@ -27,6 +28,8 @@ OPLOG_CODEC_OPTIONS: Final[CodecOptions[dict[str, Any]]] = CodecOptions(
     uuid_representation=UuidRepresentation.UNSPECIFIED,  # keep ui as BinData subtype 4
     datetime_conversion=DatetimeConversion.DATETIME_AUTO,
 )
+# Entries as the server's bytes (the fast path's input); values decode as the reference's.
+RAW_OPLOG_CODEC_OPTIONS: Final = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
 _JSON_OPTIONS: Final = json_util.CANONICAL_JSON_OPTIONS.with_options(
     datetime_conversion=DatetimeConversion.DATETIME_AUTO
 )

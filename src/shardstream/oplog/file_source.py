@@ -24,13 +24,15 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, OplogError
-from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, InputFormat, read_oplog_file
+from shardstream.oplog.file_reader import (
+    RAW_OPLOG_CODEC_OPTIONS as _RAW_OPTIONS,
+)
+from shardstream.oplog.file_reader import InputFormat, read_oplog_file
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
 from shardstream.oplog.source import OplogBatch
 from shardstream.oplog.ts_index import ts_index
 
 # Entries as the file's bytes; values decode as the reference's when read.
-_RAW_OPTIONS = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
 _TIMESTAMP_BYTES = struct.Struct("<II")  # a BSON Timestamp: increment, then time
 
 
@@ -50,18 +52,20 @@ class FileOplogSource:
         raw_entries: bool = False,
         near: Timestamp | None = None,
     ) -> None:
-        if raw_entries and (input_format or InputFormat.for_path(path)) is not InputFormat.BSON:
+        file_format = input_format or InputFormat.for_path(path)
+        if raw_entries and file_format is not InputFormat.BSON:
             raise ConfigurationError(
                 f"shard {name!r} ({path}): raw entries need a BSON oplog file, got "
-                f"{(input_format or InputFormat.for_path(path)).value}"
+                f"{file_format.value}"
             )
         self._name = name
         self._path = path
         self._format = input_format
-        # Start at the indexed entry just before ``near`` (a BSON file only): entries from
-        # near on all follow, and at most a stride of earlier ones (see ts_index).
-        seekable = path != "-" and (input_format or InputFormat.for_path(path)) is InputFormat.BSON
-        self._offset = ts_index(path).offset_before(near) if near and seekable else 0
+        # A BSON file can be entered at an indexed entry (see ts_index); stdin cannot.
+        self._seekable = path != "-" and file_format is InputFormat.BSON
+        # Start at the indexed entry just before ``near``: entries from near on all
+        # follow, and at most a stride of earlier ones.
+        self._offset = self._offset_before(near) if near else 0
         self.raw_entries = raw_entries
         self._entries: Iterator[Mapping[str, Any]] | None = None
         self._last_ts: Timestamp | None = None
@@ -124,18 +128,23 @@ class FileOplogSource:
             )
         return ts
 
+    def _offset_before(self, ts: Timestamp) -> int:
+        """Where to start reading for entries at or after ``ts`` (0: the file's start)."""
+        return ts_index(self._path).offset_before(ts) if self._seekable else 0
+
     def fetch_entry(self, ts: Timestamp) -> Mapping[str, Any] | None:
-        """Find the entry at ``ts`` by reading the file again from the start."""
+        """Find the entry at ``ts`` by reading the file again from just before it."""
+        offset = self._offset_before(ts)
         if self.raw_entries:
             # Raw entries are matched by their ts element's bytes first (a decode each
             # would cost a whole entry's), then confirmed by decoding the one found.
             element = b"\x11ts\x00" + _TIMESTAMP_BYTES.pack(ts.inc, ts.time)
-            with closing(_raw_entries(self._path)) as raw:
+            with closing(_raw_entries(self._path, offset)) as raw:
                 for document in raw:
                     if element in document.raw and document.get("ts") == ts:
                         return document
             return None
-        with closing(read_oplog_file(self._path, self._format)) as entries:
+        with closing(read_oplog_file(self._path, self._format, offset=offset)) as entries:
             for entry in entries:
                 if entry.get("ts") == ts:
                     return entry

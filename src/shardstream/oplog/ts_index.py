@@ -60,10 +60,6 @@ class TsIndex:
         at = bisect.bisect_left(self.times, (start.time << 32) | start.inc) - 1
         return self.offsets[at] if at >= 0 else 0
 
-    def entries_before(self, ts: int) -> int:
-        """About how many entries have a ``ts`` (as an integer) below ``ts`` (to a stride)."""
-        return bisect.bisect_left(self.times, ts) * STRIDE
-
 
 def ts_index(path: str) -> TsIndex:
     """The index of the BSON oplog file ``path`` (built on first use, then cached).

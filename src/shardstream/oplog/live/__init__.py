@@ -8,11 +8,12 @@ documents the image options need. Importing this package imports pymongo.
 
 from __future__ import annotations
 
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live.cluster import LiveCluster, connect_live_cluster
 from shardstream.oplog.live.discovery import ClusterInfo, discover_cluster
 from shardstream.oplog.live.faults import RetryPolicy
 from shardstream.oplog.live.process_tailer import ProcessOplogSource
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS, LiveOplogSource
+from shardstream.oplog.live.tailer import LiveOplogSource
 
 __all__ = [
     "RAW_OPLOG_CODEC_OPTIONS",

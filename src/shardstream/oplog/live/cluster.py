@@ -16,10 +16,10 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 from shardstream.errors import ConfigurationError
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS as RAW_OPTIONS
 from shardstream.oplog.live.discovery import ClusterInfo, discover_cluster
 from shardstream.oplog.live.lookup import LiveDocumentLookup
 from shardstream.oplog.live.process_tailer import ProcessOplogSource
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS as RAW_OPTIONS
 from shardstream.oplog.live.tailer import LiveOplogSource
 from shardstream.oplog.read_preference import check_read_preference
 from shardstream.oplog.source import OplogSource

@@ -29,9 +29,8 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
-from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
+from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live import tailer as live_source
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.read_preference import check_read_preference
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import Handout, OplogBatch

@@ -35,8 +35,6 @@ from shardstream.oplog.source import Handout, OplogBatch
 
 _log = logging.getLogger(__name__)
 Entry = Mapping[str, Any]
-# Entries as the server's bytes (the fast path's input); values decode as the reference's.
-RAW_OPLOG_CODEC_OPTIONS: Final = OPLOG_CODEC_OPTIONS.with_options(document_class=RawBSONDocument)
 _PUT_POLL_S: Final = 0.05  # how often a reader blocked on a full queue checks for close()
 
 

@@ -8,6 +8,7 @@ equal values give equal strings (the ``_documentId`` column, the MERGE's key).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Final
@@ -22,6 +23,8 @@ RowKey = tuple[str, str, str]
 _WRAPPED_ID_KEY: Final = re.compile(r'\{"_id": \{"(\$[A-Za-z]+)": "([^"\\]*)"\}\}')
 
 
+# An event's id is asked for several times per batch (planning, reading, applying).
+@functools.lru_cache(maxsize=65536)
 def document_id(document_key: str) -> str:
     """The ``_id`` part of a ``documentKey`` (canonical Extended JSON), as a stable string.
 

@@ -20,7 +20,7 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
-from shardstream.oplog.live.tailer import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.transform.raw.extended_json import bson_to_json
 
 # Event fields written as Extended JSON strings, in the order they appear as columns
@@ -57,7 +57,7 @@ def encoded_event_row(event: EncodedEvent, *, relaxed: bool) -> dict[str, Any]:
         "_idTypeBits": None if type_bits is None else type_bits.hex().upper(),
         "operationType": top.get("operationType"),
         "clusterTime": {"t": cluster_time.time, "i": cluster_time.inc},
-        "wallTime": _utc(top.get("wallTime")),
+        "wallTime": utc(top.get("wallTime")),
         "db": db,
         "coll": coll,
         "collectionUUID": str(uuid_value) if isinstance(uuid_value, uuid.UUID) else None,
@@ -90,7 +90,7 @@ def _bytes_of(document: RawBSONDocument) -> bytes:
     return raw if isinstance(raw, bytes) else bytes(raw)
 
 
-def _utc(value: Any) -> datetime.datetime | None:
+def utc(value: Any) -> datetime.datetime | None:
     if not isinstance(value, datetime.datetime):
         return None  # absent, or out of datetime's range (kept exact in the token)
     return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)

@@ -16,7 +16,6 @@ pyarrow only (no pyspark): the rows are built on executors and in unit tests.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -27,7 +26,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token.token_json import JSON_OPTIONS as CANONICAL
-from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS, encoded_event_row
+from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS, encoded_event_row, utc
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -93,7 +92,7 @@ def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]
         "_idTypeBits": None if type_bits is None else type_bits.hex().upper(),
         "operationType": event.operation_type,
         "clusterTime": {"t": cluster_time.time, "i": cluster_time.inc},
-        "wallTime": _utc(document.get("wallTime")),
+        "wallTime": utc(document.get("wallTime")),
         "db": ns.get("db") if isinstance(ns, Mapping) else None,
         "coll": ns.get("coll") if isinstance(ns, Mapping) else None,
         "collectionUUID": str(uuid) if uuid is not None else None,
@@ -142,9 +141,3 @@ def _json(value: Any, options: JSONOptions) -> str | None:
         # json_util writes for it (a FieldList's repeated names kept), ~10x faster.
         return bson_to_json(encode_event_document(value), relaxed=options is RELAXED)
     return json_util.dumps(value, json_options=options)
-
-
-def _utc(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, datetime.datetime):
-        return None  # absent, or out of datetime's range (kept exact in the token)
-    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)

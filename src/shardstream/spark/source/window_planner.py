@@ -36,6 +36,7 @@ from shardstream.spark.source.offsets import StreamOffset, token_of_text, token_
 from shardstream.spark.source.options import PartitionMode, SourceSpec
 from shardstream.spark.source.shard_inputs import ReadBound, start_time
 from shardstream.transform.options import StreamScope
+from shardstream.transform.raw.pipeline import ts_key
 
 _TICK: Final = 1  # one increment: the smallest step between two cluster times
 _NO_END: Final = 1 << 64  # above every cluster time
@@ -67,7 +68,7 @@ def plan_window(
         return start  # every file is empty
     end = max(index.last for index in indexes) + _TICK  # just past the last entry
     if bound is not None:
-        end = min(end, _as_int(decode_token(token_of_text(bound.stop_before)).cluster_time))
+        end = min(end, ts_key(decode_token(token_of_text(bound.stop_before)).cluster_time))
     if max_events is not None:
         end = min(end, _end_after(indexes, begin, max_events))
     if end <= begin:
@@ -77,18 +78,13 @@ def plan_window(
     return StreamOffset(token_text(encode_token(mark)), start.shards, window=True)
 
 
-def window_end(offset: StreamOffset) -> Timestamp:
-    """The first cluster time after a window offset's window."""
-    return decode_token(token_of_text(offset.watermark)).cluster_time
-
-
 def _window_start(spec: SourceSpec, watermark: str, indexes: Sequence[TsIndex]) -> int | None:
     """The window's first cluster time as an integer; None: the files' beginning."""
     if watermark:
-        return _as_int(decode_token(token_of_text(watermark)).cluster_time)
+        return ts_key(decode_token(token_of_text(watermark)).cluster_time)
     configured = start_time(spec.stream)
     if configured is not None:
-        return _as_int(configured)
+        return ts_key(configured)
     firsts = [index.times[0] for index in indexes if index.times]
     return min(firsts) if firsts else None
 
@@ -107,7 +103,3 @@ def _end_after(indexes: Sequence[TsIndex], begin: int, max_events: int) -> int:
         if taken >= max_events:
             return time
     return _NO_END  # fewer than that: the window runs to the end of the data
-
-
-def _as_int(ts: Timestamp) -> int:
-    return (ts.time << 32) | ts.inc

@@ -70,7 +70,8 @@ def laid_out_transaction_events(
             if update is None:
                 return -1
             description = update
-            diffs.append((len(new_events), o))
+            if templates.update_diffs is not None:  # kept only for whoever reads them
+                diffs.append((len(new_events), o))
         sort_key, event = write_crud_event(
             template,
             ts,
@@ -127,7 +128,7 @@ def transaction_events(
         if pieces is None:
             return -1
         full_document, key, description = pieces
-        if description:
+        if description and templates.update_diffs is not None:
             diffs.append((len(new_events), doc[at:end]))
         sort_key, event = write_crud_event(
             template, ts, txn.ts, txn.wall, full_document, key, description, txn.leading
