@@ -1,4 +1,4 @@
-"""Each change event's write on the target, and the scope and mapping rules."""
+"""Each change event's write on the target, the scope and mapping rules, and retries."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 from bson.int64 import Int64
+from pymongo import MongoClient
+from pymongo.errors import AutoReconnect, ServerSelectionTimeoutError
 from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange, plan_event
+from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.namespace_map import NamespaceMap, parse_map_rule
 from shardstream.errors import ConfigurationError, OplogError
 
@@ -94,3 +97,29 @@ def test_map_rules_rename_databases_and_collections_most_specific_first() -> Non
 def test_malformed_map_rules_say_what_was_expected(rule: str) -> None:
     with pytest.raises(ConfigurationError, match="expected --map"):
         parse_map_rule(rule)
+
+
+def test_a_lost_connection_is_retried_and_a_refused_login_is_not() -> None:
+    client: MongoClient[Any] = MongoClient("mongodb://127.0.0.1:1/", connect=False)
+    applier = BatchApplier(client, NamespaceMap(), writers=1, retry_for_s=5.0)
+    try:
+        failures = [AutoReconnect("connection reset")]
+
+        def flaky() -> str:
+            if failures:
+                raise failures.pop()
+            return "written"
+
+        assert applier._retrying(flaky) == "written"
+        calls = []
+
+        def refused() -> None:
+            calls.append(1)
+            raise ServerSelectionTimeoutError("127.0.0.1:1: AuthenticationFailed")
+
+        with pytest.raises(ServerSelectionTimeoutError):
+            applier._retrying(refused)
+        assert len(calls) == 1  # a refused login never heals by waiting
+    finally:
+        applier.close()
+        client.close()

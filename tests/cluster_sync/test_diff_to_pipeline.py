@@ -12,6 +12,8 @@ from typing import Any
 
 import bson
 import pytest
+from bson.decimal128 import Decimal128
+from bson.int64 import Int64
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -121,3 +123,24 @@ def test_the_pipeline_survives_a_bson_round_trip() -> None:
 def test_updates_it_cannot_express_are_refused_by_name(update: Any, expected: str) -> None:
     with pytest.raises(UnsupportedDiff, match=expected.replace("$", r"\$")):
         diff_to_pipeline(update)
+
+
+@pytest.mark.parametrize(
+    ("value", "name", "truthy"),
+    [
+        (7, "int", True),
+        (2**40, "long", True),
+        (Int64(0), "long", False),
+        (Decimal128("0"), "decimal", False),
+        (Decimal128("0.5"), "decimal", True),
+        (0.0, "double", False),
+    ],
+)
+def test_the_evaluator_types_numbers_as_bson_encodes_them(
+    value: Any, name: str, truthy: bool
+) -> None:
+    document = {"_id": 1, "v": value}
+    typed = run_update_pipeline(document, [{"$set": {"t": {"$type": "$v"}}}])
+    assert typed["t"] == name
+    chosen = run_update_pipeline(document, [{"$set": {"c": {"$cond": ["$v", "yes", "no"]}}}])
+    assert chosen["c"] == ("yes" if truthy else "no")

@@ -108,11 +108,13 @@ def test_a_corrupt_file_names_the_byte(tmp_path: Path) -> None:
         ts_index(str(no_ts))
 
 
-def test_an_out_of_order_file_is_not_sought_so_the_reader_reports_it(tmp_path: Path) -> None:
+def test_an_out_of_order_file_is_refused_where_its_index_is_built(tmp_path: Path) -> None:
     entries = _entries(STRIDE * 3)
     entries[STRIDE * 2]["ts"] = Timestamp(1, 1)
     path = str(_write(tmp_path / "s.bson", entries))
-    assert ts_index(path).offset_before(entries[-1]["ts"]) == 0
-    source = FileOplogSource("s", path, near=entries[-1]["ts"])
+    with pytest.raises(
+        OplogError, match=r"expected ts to increase in .*s\.bson: the entry at byte"
+    ):
+        ts_index(path)
     with pytest.raises(OplogError, match="expected ts to increase"):
-        _read_all(source)
+        FileOplogSource("s", path, near=entries[-1]["ts"])

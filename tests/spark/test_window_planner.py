@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import bson
 import pytest
+from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from shardstream.bench.corpus import corpus_files
-from shardstream.errors import MergeError
+from shardstream.errors import MergeError, OplogError
+from shardstream.oplog.ts_index import STRIDE
 from shardstream.spark.source import batch_planner, range_reader
 from shardstream.spark.source import fast_start as fast_start_module
 from shardstream.spark.source.data_source import ShardstreamBatchReader, ShardstreamStreamReader
@@ -105,6 +108,19 @@ def test_a_batch_read_is_one_window_per_shard(
     partitions = reader.partitions()
     assert [type(p) for p in partitions] == [ShardWindow] * 3
     assert _table(_read(reader, partitions)) == _table(_reference(options, monkeypatch))
+
+
+def test_a_per_shard_plan_over_an_out_of_order_file_fails_instead_of_reading_nothing(
+    tmp_path: Path,
+) -> None:
+    files = _corpus_files(tmp_path)
+    first = Path(files.split(",")[0].partition("=")[2])
+    entries = list(bson.decode_all(first.read_bytes()))
+    entries[STRIDE * 2]["ts"] = Timestamp(1, 1)
+    first.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+    reader = ShardstreamBatchReader(parse_options({"oplog": files, "partitionMode": "perShard"}))
+    with pytest.raises(OplogError, match="expected ts to increase"):
+        reader.partitions()
 
 
 def test_a_merged_query_goes_on_from_a_window_offset(

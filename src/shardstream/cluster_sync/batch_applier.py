@@ -24,17 +24,19 @@ from typing import Any, Final, TypeVar
 from pymongo import MongoClient
 from pymongo.client_session import ClientSession
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, ConnectionFailure
+from pymongo.errors import BulkWriteError, PyMongoError
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.errors import ShardstreamError
+from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify
 
 DUPLICATE_KEY: Final = 11000
 MAJORITY: Final = WriteConcern("majority")
 CONFLICT_POLICIES: Final = ("fail", "overwrite", "skip")
+_BACKOFF: Final = RetryPolicy(initial_backoff=0.1, max_backoff=5.0)  # its delays only
 _T = TypeVar("_T")
 
 
@@ -195,16 +197,19 @@ class BatchApplier:
         return self._client[target[0]].get_collection(target[1], write_concern=MAJORITY)
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
+        # The tailers' classification: network errors, elections and timeouts heal, a
+        # refused login or any other server error does not.
         deadline = time.monotonic() + self._retry_for_s
-        delay = 0.1
+        attempt = 0
         while True:
             try:
                 return call()
-            except ConnectionFailure:
-                if time.monotonic() + delay > deadline:
+            except PyMongoError as exc:
+                attempt += 1
+                delay = _BACKOFF.delay(attempt)
+                if classify(exc) is not Verdict.RETRY or time.monotonic() + delay > deadline:
                     raise
                 time.sleep(delay)
-                delay = min(delay * 2, 5.0)
 
 
 def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:

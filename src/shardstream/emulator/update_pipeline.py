@@ -141,6 +141,9 @@ def type_name(value: Any) -> str:
         return "missing"
     if isinstance(value, Code):  # before str: Code subclasses it
         return "javascript" if value.scope is None else "javascriptWithScope"
+    if isinstance(value, int) and not isinstance(value, bool | Int64):
+        # bson encodes a Python int outside int32's range as an int64.
+        return "int" if -(2**31) <= value < 2**31 else "long"
     for kind, name in _TYPE_NAMES:
         if isinstance(value, kind):
             return name
@@ -150,7 +153,6 @@ def type_name(value: Any) -> str:
 _TYPE_NAMES: Final[tuple[tuple[type | tuple[type, ...], str], ...]] = (
     (bool, "bool"),
     (Int64, "long"),
-    (int, "int"),
     (float, "double"),
     (str, "string"),
     ((dict, DBRef), "object"),
@@ -236,6 +238,8 @@ def _switch(spec: Any, scope: Scope) -> Any:
 
 
 def _truthy(value: Any) -> bool:
+    if isinstance(value, Decimal128):
+        return value.to_decimal() != 0  # a Decimal128 zero is false, as any numeric zero
     return value not in (False, None, 0) and value is not MISSING
 
 

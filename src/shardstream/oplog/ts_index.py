@@ -65,8 +65,8 @@ def ts_index(path: str) -> TsIndex:
     """The index of the BSON oplog file ``path`` (built on first use, then cached).
 
     Raises:
-        OplogError: the file cannot be read, is not framed as BSON documents, or a sampled
-            entry has no Timestamp ``ts``.
+        OplogError: the file cannot be read, is not framed as BSON documents, a sampled
+            entry has no Timestamp ``ts``, or the sampled ``ts`` values do not increase.
     """
     try:
         stat = Path(path).stat()
@@ -118,11 +118,21 @@ def _build(path: str) -> TsIndex:
                 base += position
     except OSError as exc:
         raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
-    if any(later <= earlier for earlier, later in itertools.pairwise(times)):
-        # Out of order: no seeking, so that the reader, reading it all, reports where.
-        return TsIndex((), ())
+    for at, (earlier, later) in enumerate(itertools.pairwise(times)):
+        if later <= earlier:
+            # Said here, where the index is built: a planner using the index never runs
+            # the reader that would otherwise find it, and would see no data at all.
+            raise OplogError(
+                f"expected ts to increase in {path}: the entry at byte {offsets[at + 1]} "
+                f"(ts {_timestamp(later)}) is not after the one at byte {offsets[at]} "
+                f"(ts {_timestamp(earlier)})"
+            )
     last = _ts_of(last_document, path, last_offset) if last_document else -1
     return TsIndex(tuple(times), tuple(offsets), last)
+
+
+def _timestamp(key: int) -> Timestamp:
+    return Timestamp(key >> 32, key & 0xFFFFFFFF)
 
 
 def _ts_of(document: bytes, path: str, offset: int) -> int:
