@@ -76,6 +76,30 @@ def test_an_aborted_transaction_leaves_no_trace(
     assert client.db.list_collection_names() == ["coll"]
 
 
+def test_an_abort_undoes_repeated_writes_to_one_document_newest_first(
+    shard: EmulatedReplicaSet, client_factory: ClientFactory
+) -> None:
+    # Swapping unique values and deleting then re-inserting one _id: each undo step must
+    # restore the state before its write, or a unique index or the order breaks.
+    client = client_factory(shard.uri)
+    coll = client.db.coll
+    coll.create_index("u", unique=True)
+    coll.insert_many([{"_id": 1, "u": "a"}, {"_id": 2, "u": "b"}, {"_id": 3, "u": "c"}])
+    with client.start_session() as session:
+        session.start_transaction()
+        coll.update_one({"_id": 1}, {"$set": {"u": "x"}}, session=session)
+        coll.update_one({"_id": 2}, {"$set": {"u": "a"}}, session=session)
+        coll.update_one({"_id": 1}, {"$set": {"u": "b"}}, session=session)
+        coll.delete_one({"_id": 1}, session=session)
+        coll.insert_one({"_id": 1, "u": "y"}, session=session)
+        coll.delete_one({"_id": 3}, session=session)
+        session.abort_transaction()
+    assert list(coll.find()) == [{"_id": 1, "u": "a"}, {"_id": 2, "u": "b"}, {"_id": 3, "u": "c"}]
+    with pytest.raises(DuplicateKeyError):  # the index holds the restored values again
+        coll.insert_one({"_id": 4, "u": "b"})
+    coll.insert_one({"_id": 5, "u": "x"})  # and no value the aborted writes claimed
+
+
 def test_a_duplicate_key_aborts_the_transaction(
     shard: EmulatedReplicaSet, client_factory: ClientFactory
 ) -> None:

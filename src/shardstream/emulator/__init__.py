@@ -22,6 +22,10 @@ fills a collection without logging::
     shard.load_collection("db.coll", [{"_id": 1}], indexes=[{"key": {"a": 1}, "name": "a_1"}])
     MongoClient(cluster.uri).db.coll.insert_one({"_id": 2})  # logged on shards[0]
 
+The mongos also answers ``enableSharding`` / ``shardCollection``, recording the collection
+in ``config.collections``; ``cluster.shard_collection("db.coll", {"a": 1})`` declares one
+sharded for a fixture, without logging. Its documents stay on the first shard.
+
 Authentication, TLS and compression are not emulated: every connection is accepted
 unauthenticated, and a ``saslStart`` gets ``CommandNotFound``.
 """

@@ -5,13 +5,18 @@ The mongos answers what shard discovery needs: ``hello`` with ``msg: "isdbgrid"`
 (``name/127.0.0.1:port``) point at the emulated replica sets, so real discovery code
 reaches the shards without any address mapping; ``getShardMap`` names the config
 server too, whose oplog records every shard added or removed while the cluster runs.
-Writes and DDL are forwarded to the first shard, which holds every (unsharded) collection
-created through mongos; ``find`` reads every shard (see ``mongos_routing``).
+Writes and DDL are forwarded to the first shard, which holds every collection created
+through mongos; ``find`` reads every shard (see ``mongos_routing``). ``enableSharding`` and
+``shardCollection`` record a collection as sharded in ``config.collections`` (which
+``find`` reads from the config server), and :meth:`EmulatedCluster.shard_collection`
+declares one for a test; its documents still live on the first shard
+(see ``sharding_commands``).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -22,6 +27,7 @@ from shardstream.emulator.faults import CommandError
 from shardstream.emulator.mongos_routing import register_routing
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.replica_set import EmulatedReplicaSet
+from shardstream.emulator.sharding_commands import CATALOG_NAMESPACES, ShardingCatalog
 
 _START = Timestamp(1, 1)
 
@@ -39,6 +45,13 @@ class EmulatedMongos(EmulatedNode):
         register_routing(
             self._commands, lambda: cluster.shards, self.collection_docs, self.cluster_time
         )
+        self.sharding = ShardingCatalog(
+            cluster.config.store, lambda: cluster.shards, self._dispatch, self.cluster_time
+        )
+        self.sharding.register(self._commands)
+
+    def _dispatch(self, body: Body) -> Body:
+        return self._commands[next(iter(body)).lower()](body)
 
     def cluster_time(self) -> Timestamp:
         """The highest cluster time among the shards and the config server."""
@@ -53,6 +66,8 @@ class EmulatedMongos(EmulatedNode):
         """``config.shards`` is generated from the live shard list."""
         if ns == "config.shards":
             return self._cluster.shard_documents()
+        if ns in CATALOG_NAMESPACES:  # the sharding catalog lives on the config server
+            return self._cluster.config.store.documents(ns)
         # mongos holds no user data: like the router, answer a find from every shard.
         routed = [doc for shard in self._cluster.shards for doc in shard.collection_docs(ns)]
         return super().collection_docs(ns) + routed
@@ -131,6 +146,20 @@ class EmulatedCluster:
             }
             for shard in self.shards
         ]
+
+    def shard_collection(
+        self, ns: str, key: Mapping[str, Any], *, unique: bool = False
+    ) -> dict[str, Any]:
+        """Declare ``ns`` sharded on ``key``, as a fixture: nothing is logged.
+
+        ``config.collections`` shows it from then on; the collection is created on the
+        first shard if missing (with a shard-key index if it has none), and its documents
+        stay there. Returns the ``config.collections`` entry.
+
+        Raises:
+            CommandError: ``BadValue`` for a key that is no shard-key pattern.
+        """
+        return self.mongos.sharding.declare(ns, key, unique=unique)
 
     @property
     def uri(self) -> str:

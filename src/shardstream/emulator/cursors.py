@@ -1,18 +1,28 @@
 """Emulator: server-side cursors and the small query-filter subset they evaluate.
 
 Filters support equality (dotted paths included), ``$eq``, ``$ne``, ``$gt``, ``$gte``,
-``$lt``, ``$lte``, ``$in``, ``$nin``, ``$exists`` and top-level ``$and``; anything else is
-refused with ``BadValue`` rather than silently matching, so a test never passes by accident.
+``$lt``, ``$lte``, ``$in``, ``$nin``, ``$exists``, top-level ``$and`` and ``$expr`` (with
+the expressions of :mod:`~shardstream.emulator.update_pipeline`); anything else is refused
+with ``BadValue`` rather than silently matching, so a test never passes by accident.
+``$gt``-style operators compare within the operand's type bracket only, as the server's
+match language does (``$expr`` compares across brackets, as aggregation does); a sort
+orders by :mod:`~shardstream.emulator.bson_order`, a missing field as null.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+
+from shardstream.emulator.bson_order import MISSING_KEY, NULL_BRACKET, is_nan, sort_key
 from shardstream.emulator.faults import CommandError
+from shardstream.emulator.update_pipeline import expression_is_true
 
 MISSING = object()  # what lookup() gives for an absent path
 # The server caps a reply batch at 16 MiB of documents; larger replies would also exceed
@@ -30,13 +40,28 @@ def lookup(doc: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def _compare(value: Any, op: Callable[[Any, Any], bool], operand: Any) -> bool:
-    if value is MISSING:
+_ORDERED: Final[dict[str, Callable[[int], bool]]] = {
+    "$gt": lambda c: c > 0,
+    "$gte": lambda c: c >= 0,
+    "$lt": lambda c: c < 0,
+    "$lte": lambda c: c <= 0,
+}
+
+
+def _compare(value: Any, op: str, operand: Any) -> bool:
+    # Type bracketing, as the server's ComparisonMatchExpression: no match across
+    # brackets, except null against missing and MinKey / MaxKey against everything.
+    left = MISSING_KEY if value is MISSING else sort_key(value)
+    right = sort_key(operand)
+    if left[0] != right[0]:
+        if left[0] + right[0] == NULL_BRACKET:
+            return value is MISSING and op in ("$gte", "$lte")
+        if isinstance(operand, MaxKey | MinKey):
+            return op in (("$lt", "$lte") if isinstance(operand, MaxKey) else ("$gt", "$gte"))
         return False
-    try:
-        return bool(op(value, operand))
-    except TypeError:  # the server never orders values of different BSON types this way
-        return False
+    if is_nan(value) or is_nan(operand):  # NaN equals NaN, but is not below or above
+        return op in ("$gte", "$lte") and is_nan(value) and is_nan(operand)
+    return _ORDERED[op]((left > right) - (left < right))
 
 
 def _equals(value: Any, operand: Any) -> bool:
@@ -50,14 +75,8 @@ def _match_operator(value: Any, op: str, operand: Any) -> bool:
         return _equals(value, operand)
     if op == "$ne":
         return not _equals(value, operand)
-    if op == "$gt":
-        return _compare(value, lambda a, b: a > b, operand)
-    if op == "$gte":
-        return _compare(value, lambda a, b: a >= b, operand)
-    if op == "$lt":
-        return _compare(value, lambda a, b: a < b, operand)
-    if op == "$lte":
-        return _compare(value, lambda a, b: a <= b, operand)
+    if op in _ORDERED:
+        return _compare(value, op, operand)
     if op == "$in":
         return any(_equals(value, item) for item in operand)
     if op == "$nin":
@@ -82,6 +101,10 @@ def matches(doc: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
             if not all(matches(doc, part) for part in expected):
                 return False
             continue
+        if key == "$expr":
+            if not expression_is_true(expected, doc):
+                return False
+            continue
         if key.startswith("$"):
             raise CommandError(2, "BadValue", f"emulator does not support {key}")
         value = lookup(doc, key)
@@ -93,12 +116,55 @@ def matches(doc: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
     return True
 
 
-def select(docs: Iterable[Any], query: Mapping[str, Any], skip: Any, limit: Any) -> list[Any]:
-    """``docs`` matching ``query``, after ``skip`` and up to ``limit`` (0: no limit), as
-    ``find`` and ``count`` take them (a negative limit counts as its absolute value)."""
-    found = [doc for doc in docs if matches(doc, query)][int(skip or 0) :]
+def select(
+    docs: Iterable[Any],
+    query: Mapping[str, Any],
+    skip: Any,
+    limit: Any,
+    sort: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """``docs`` matching ``query``, in ``sort`` order, after ``skip`` and up to ``limit``
+    (0: no limit), as ``find`` and ``count`` take them (a negative limit counts as its
+    absolute value)."""
+    found = sort_documents([doc for doc in docs if matches(doc, query)], sort)
+    found = found[int(skip or 0) :]
     limit = abs(int(limit or 0))
     return found[:limit] if limit else found
+
+
+def sort_documents(docs: list[Any], spec: Mapping[str, Any] | None) -> list[Any]:
+    """``docs`` ordered by the sort ``spec`` (None or empty: unchanged); ties keep their order.
+
+    Raises:
+        CommandError: ``BadValue`` for a direction other than 1 / -1, ``$natural`` with
+            other keys, or an array value under a sort key.
+    """
+    if not spec:
+        return docs
+    keys = [(path, _direction(path, direction)) for path, direction in spec.items()]
+    if any(path == "$natural" for path, _ in keys):
+        if len(keys) != 1:
+            raise CommandError(2, "BadValue", "$natural sort cannot be combined with other keys")
+        return docs if keys[0][1] == 1 else list(reversed(docs))
+    ordered = list(docs)
+    # Python's sort is stable: sorting by the last key first leaves the first key in charge.
+    for path, direction in reversed(keys):
+        ordered.sort(key=functools.partial(_sort_value, path=path), reverse=direction == -1)
+    return ordered
+
+
+def _direction(path: str, direction: Any) -> int:
+    numeric = isinstance(direction, int | float) and not isinstance(direction, bool)
+    if numeric and direction in (1, -1):
+        return int(direction)
+    raise CommandError(2, "BadValue", f"emulator sorts by 1 or -1 only, got {path}: {direction!r}")
+
+
+def _sort_value(doc: Any, path: str) -> tuple[Any, ...]:
+    value = lookup(doc, path)
+    if isinstance(value, list):
+        raise CommandError(2, "BadValue", f"emulator cannot sort on the array at {path!r}")
+    return sort_key(None if value is MISSING else value)
 
 
 def doc_size(doc: Any) -> int:

@@ -5,7 +5,8 @@ so each re-encodes to the bytes that were written (field order and BSON types). 
 kept in insertion order (a real collection scan's RecordId order: an update keeps a
 document's place) and keyed by the BSON bytes of ``{"_id": value}``. A stored dict is
 never changed in place: writers replace it, so a snapshot (a cursor's batch, a
-transaction's undo copy) stays valid without copying documents.
+transaction's undo log) stays valid without copying documents. Each document also has a
+record id, its place in that order, so an aborted delete puts it back where it was.
 
 Uniqueness (``_id`` and every ``unique: true`` index) compares the BSON encoding of the
 indexed values, a missing field counting as null; so ``1`` and ``1.0`` are different keys
@@ -97,15 +98,9 @@ class Collection:
         self.options: Body = dict(options)
         self.indexes: list[Body] = [dict(ID_INDEX)]
         self._docs: dict[bytes, Body] = {}
+        self._record_ids: dict[bytes, int] = {}  # store key -> place in insertion order
+        self._next_record_id = 0
         self._unique: dict[str, dict[bytes, bytes]] = {}  # index name -> key -> store key
-
-    def copy(self) -> Collection:
-        """A copy whose later changes do not touch this one (documents are shared)."""
-        twin = Collection(self.ns, self.ui, self.options)
-        twin.indexes = [dict(spec) for spec in self.indexes]
-        twin._docs = dict(self._docs)
-        twin._unique = {name: dict(keys) for name, keys in self._unique.items()}
-        return twin
 
     def count(self) -> int:
         """How many documents the collection holds."""
@@ -156,9 +151,28 @@ class Collection:
             self._duplicate(ID_INDEX, {"_id": doc["_id"]})
         claims = self._claims(doc, key)
         self._docs[key] = doc
+        self._record_ids[key] = self._next_record_id
+        self._next_record_id += 1
         for name, index_key in claims:
             self._unique[name][index_key] = key
         return key
+
+    def record_id(self, key: bytes) -> int:
+        """The place of the document under ``key`` in insertion order."""
+        return self._record_ids[key]
+
+    def restore(self, key: bytes, doc: Body, record_id: int) -> None:
+        """Put back a deleted document at its old place (undo of a delete).
+
+        Complexity: O(1) when nothing was inserted after it, else O(n log n), as the
+        order is rebuilt; only an aborted transaction's delete comes here.
+        """
+        newest = self._record_ids[next(reversed(self._docs))] if self._docs else -1
+        self.insert(doc)
+        self._record_ids[key] = record_id
+        if record_id < newest:
+            order = sorted(self._docs, key=self._record_ids.__getitem__)
+            self._docs = {k: self._docs[k] for k in order}
 
     def replace(self, key: bytes, doc: Body) -> None:
         """Store ``doc`` in place of the document under ``key`` (same ``_id``).
@@ -175,6 +189,7 @@ class Collection:
     def delete(self, key: bytes) -> Body:
         """Remove and return the document under ``key``."""
         doc = self._docs.pop(key)
+        del self._record_ids[key]
         self._release(doc)
         return doc
 

@@ -1,15 +1,17 @@
 """Emulator: how the emulated mongos routes writes, DDL and catalog reads to its shards.
 
-No collection is sharded here: every collection a client creates or writes through mongos
-is unsharded and lives on the cluster's *primary shard*, the first shard (in creation
-order), as a database's primary shard holds its unsharded collections. So every write,
-every DDL command, ``listCollections`` / ``listIndexes`` and the transaction commands are
-forwarded to it (in-process, through :meth:`EmulatedNode.run_command`) with the mongos's
-cluster time gossiped in ``$clusterTime``.
+Every collection a client creates or writes through mongos lives on the cluster's
+*primary shard*, the first shard (in creation order), as a database's primary shard holds
+its unsharded collections; a collection declared sharded (``sharding_commands``) stays
+there too, with no chunks elsewhere. So every write, every DDL command,
+``listCollections`` / ``listIndexes`` and the transaction commands are forwarded to it
+(in-process, through :meth:`EmulatedNode.run_command`) with the mongos's cluster time
+gossiped in ``$clusterTime``.
 
-Reads keep their wider routing: ``find`` (and ``count``, so the two agree) reads every
-shard, so documents a test loads on another shard are still seen; ``listDatabases`` sums
-every shard's databases, and ``appendOplogNote`` writes its no-op on every shard.
+Reads keep their wider routing: ``find`` and ``aggregate`` (and ``count``, so they agree)
+read every shard, so documents a test loads on another shard are still seen;
+``listDatabases`` sums every shard's databases, and ``appendOplogNote`` writes its no-op on
+every shard.
 """
 
 from __future__ import annotations

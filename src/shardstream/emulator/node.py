@@ -22,6 +22,7 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.aggregate_commands import aggregate_handler
 from shardstream.emulator.cursors import ListCursor, ServerCursor, select
 from shardstream.emulator.document_store import DocumentStore
 from shardstream.emulator.faults import (
@@ -34,6 +35,7 @@ from shardstream.emulator.faults import (
     Stall,
 )
 from shardstream.emulator.loading import LoadMethods
+from shardstream.emulator.projection import project
 from shardstream.emulator.server import HOST, Connection, WireServer
 from shardstream.emulator.wire import OP_QUERY, Request
 
@@ -73,6 +75,8 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
             "getmore": self._get_more,
             "killcursors": self._kill_cursors,
         }
+        # Through the role's collection_docs: on mongos that is every shard's documents.
+        self._commands["aggregate"] = aggregate_handler(self.collection_docs, self.first_batch)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -159,7 +163,9 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
         """Build the cursor for a ``find`` on ``ns``; roles override for special namespaces."""
         docs = self.collection_docs(ns)
         query = body.get("filter") or {}
-        return ListCursor(ns, select(docs, query, body.get("skip"), body.get("limit")))
+        found = select(docs, query, body.get("skip"), body.get("limit"), body.get("sort"))
+        projection = body.get("projection")
+        return ListCursor(ns, [project(doc, projection) for doc in found] if projection else found)
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -279,17 +285,24 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
     def _find(self, body: Body) -> Body:
         ns = f"{body.get('$db')}.{body['find']}"
         cursor = self.make_cursor(ns, body)
-        size = body.get("batchSize")
+        return self.first_batch(cursor, body.get("batchSize"), bool(body.get("singleBatch")))
+
+    def first_batch(self, cursor: ServerCursor, size: Any, single_batch: bool = False) -> Body:
+        """The reply to a command that opens ``cursor`` (``find``, ``aggregate``).
+
+        The cursor is kept for ``getMore`` unless its first batch exhausts it.
+        """
         # A find never waits for data, even on an awaitData cursor: only getMore does.
         first = DEFAULT_BATCH_SIZE if size is None else int(size)
         batch = cursor.next_batch(first, 0, self._stopping)
-        if body.get("singleBatch"):
+        if single_batch:
             cursor.exhausted = True
         cursor_id = 0
         if not cursor.exhausted:
             with self._cursor_lock:
                 cursor_id = next(self._cursor_ids)
                 self._cursors[cursor_id] = cursor
+        ns = cursor.ns
         return {"cursor": {"firstBatch": batch, "id": Int64(cursor_id), "ns": ns}, "ok": 1.0}
 
     def _get_more(self, body: Body) -> Body:

@@ -92,6 +92,20 @@ class EmulatedReplicaSet(EmulatedNode):
         """Append one oplog entry (its ``ts`` must increase) and wake waiting getMores."""
         return self.oplog.append(entry)
 
+    def log_write(self, body: Mapping[str, Any], *, after: Timestamp | None = None) -> Timestamp:
+        """Log ``body`` (an entry without its optime) as this node's next write; return its ts.
+
+        For what mongos asks a shard to log itself, such as the ``shardCollection`` no-op.
+
+        Args:
+            body: ``op``, ``ns``, ``ui``, ``o``, ``o2``.
+            after: a cluster time the entry must follow (the mongos's, gossiped).
+        """
+        with self.store.lock:  # oplog order is the order of applied changes
+            if after is not None:
+                self._writes.oplog.advance(after)
+            return self._writes.oplog.write(body)
+
     def set_majority(self, ts: Timestamp) -> None:
         """Move the majority commit point to ``ts`` (never backwards)."""
         self.oplog.set_majority(ts)

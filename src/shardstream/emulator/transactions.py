@@ -2,12 +2,13 @@
 
 A write carrying ``lsid``, ``txnNumber`` and ``autocommit: false`` belongs to that session's
 transaction (the first one also carries ``startTransaction: true``). Its writes are applied
-at once, so the session reads its own writes, and buffered for the oplog; before a
-transaction first changes a collection, a copy of the collection is kept, and
-``abortTransaction`` puts the copies back. ``commitTransaction`` logs the buffered
-operations as one ``applyOps`` entry on ``admin.$cmd``, with the session fields first and
-a null ``prevOpTime``, as mongod logs a transaction that fits one entry; a transaction that
-wrote nothing logs nothing.
+at once, so the session reads its own writes, and buffered for the oplog; each write also
+notes what it replaced (the document before it, or that there was none, or that the
+collection did not exist), and ``abortTransaction`` undoes those notes newest first. (A
+copy of each collection would make every transaction cost as much as the collection.)
+``commitTransaction`` logs the buffered operations as one ``applyOps`` entry on
+``admin.$cmd``, with the session fields first and a null ``prevOpTime``, as mongod logs a
+transaction that fits one entry; a transaction that wrote nothing logs nothing.
 
 Unlike mongod there is no isolation: other sessions see a transaction's writes before it
 commits. A write with ``lsid`` and ``txnNumber`` but no ``autocommit: false`` is a
@@ -37,19 +38,47 @@ _ANONYMOUS_UID: Final = hashlib.sha256(b"").digest()
 _TRANSIENT: Final = ("TransientTransactionError",)
 
 
+@dataclass(frozen=True, slots=True)
+class DocumentUndo:
+    """What one write replaced: ``before`` (None: no document) under ``key`` in ``coll``."""
+
+    coll: Collection
+    key: bytes
+    before: Body | None
+    record_id: int | None  # where ``before`` stood, to put a deleted document back
+
+    def apply(self) -> None:
+        """Make ``coll`` hold ``before`` under ``key`` again."""
+        present = self.coll.get(self.key) is not None
+        if self.before is None:
+            if present:
+                self.coll.delete(self.key)
+        elif present:
+            self.coll.replace(self.key, self.before)
+        else:
+            assert self.record_id is not None, "a deleted document's undo keeps its place"
+            self.coll.restore(self.key, self.before, self.record_id)
+
+
 @dataclass
 class Transaction:
-    """One open transaction: the operations to log and the collections to restore."""
+    """One open transaction: the operations to log and how to undo its writes."""
 
     lsid: Body
     txn_number: int
     ops: list[Body] = field(default_factory=list)
-    undo: dict[str, Collection | None] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)  # namespaces it created
+    undo: list[DocumentUndo] = field(default_factory=list)  # oldest first
 
-    def remember(self, ns: str, coll: Collection | None) -> None:
-        """Keep ``ns`` as it is now (None: absent), unless this transaction already did."""
-        if ns not in self.undo:
-            self.undo[ns] = coll.copy() if coll is not None else None
+    def note_created(self, ns: str) -> None:
+        """Note that this transaction created ``ns`` (an abort drops it)."""
+        self.created.append(ns)
+
+    def note_write(self, coll: Collection, key: bytes) -> None:
+        """Note the document under ``key`` before a write changes it."""
+        before = coll.get(key)
+        record_id = coll.record_id(key) if before is not None else None
+        self.undo.append(DocumentUndo(coll, key, before, record_id))
 
 
 def _session(body: Body) -> tuple[bytes, Body, int]:
@@ -116,8 +145,12 @@ class TransactionTable:
 
     def roll_back(self, txn: Transaction) -> None:
         """Undo ``txn``'s changes and forget it (after an abort or a failed write)."""
-        for ns, coll in txn.undo.items():
-            self._store.put(ns, coll)
+        # Newest first: each step restores the state before its write, so unique
+        # indexes hold at every step.
+        for step in reversed(txn.undo):
+            step.apply()
+        for ns in reversed(txn.created):
+            self._store.put(ns, None)
         self._open.pop(bson.encode(txn.lsid), None)
 
     def commit(self, body: Body) -> Body:

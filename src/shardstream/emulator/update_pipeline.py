@@ -3,8 +3,11 @@
 Stages: ``$replaceWith`` / ``$replaceRoot``, ``$set`` / ``$addFields`` (top-level and dotted
 names into sub-documents) and ``$unset``.  Expressions: field paths, ``$$ROOT``,
 ``$$CURRENT``, ``$$REMOVE`` and ``$let`` variables; ``$literal``, ``$let``, ``$cond``,
-``$switch``, ``$eq``, ``$type``, ``$isArray``, ``$size``, ``$slice``, ``$arrayElemAt``,
+``$switch``, ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$cmp``, ``$and``,
+``$or``, ``$type``, ``$isArray``, ``$size``, ``$slice``, ``$arrayElemAt``,
 ``$concatArrays``, ``$range``, ``$map``, ``$getField``, ``$setField`` and ``$unsetField``.
+The same expressions answer ``find``'s ``$expr`` (:func:`expression_is_true`); comparisons
+order values across type brackets, as aggregation does (:mod:`~.bson_order`).
 Anything else is refused (``InvalidPipelineOperator``, 168), never guessed, so a test
 cannot pass on an expression the emulator does not understand.
 
@@ -32,6 +35,7 @@ from bson.objectid import ObjectId
 from bson.regex import Regex
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.bson_order import MISSING_KEY, SortKey, sort_key
 from shardstream.emulator.faults import CommandError
 
 MISSING: Final = type("Missing", (), {"__repr__": lambda _self: "MISSING"})()
@@ -243,15 +247,38 @@ def _truthy(value: Any) -> bool:
     return value not in (False, None, 0) and value is not MISSING
 
 
-def _eq(argument: Any, scope: Scope) -> bool:
-    left, right = (evaluate(item, scope) for item in _args(argument, 2, "$eq"))
-    if _number(left) and _number(right):
-        return bool(left == right)  # numbers compare across int, long and double
-    return type_name(left) == type_name(right) and bool(left == right)
+def expression_is_true(expr: Any, document: Mapping[str, Any]) -> bool:
+    """Whether ``find``'s ``{$expr: expr}`` holds for ``document``.
+
+    Raises:
+        CommandError: an unsupported expression (``InvalidPipelineOperator``, 168).
+    """
+    current = dict(document)
+    return _truthy(evaluate(expr, {"ROOT": current, "CURRENT": current}))
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _key(value: Any) -> SortKey:
+    return MISSING_KEY if value is MISSING or value is _REMOVE else sort_key(value)
+
+
+def _comparison(name: str, result: Callable[[int], Any]) -> Callable[[Any, Scope], Any]:
+    def compare(argument: Any, scope: Scope) -> Any:
+        left, right = (_key(evaluate(item, scope)) for item in _args(argument, 2, name))
+        return result((left > right) - (left < right))
+
+    return compare
+
+
+def _all(argument: Any, scope: Scope) -> bool:
+    return all(_truthy(evaluate(item, scope)) for item in _operands(argument))
+
+
+def _any(argument: Any, scope: Scope) -> bool:
+    return any(_truthy(evaluate(item, scope)) for item in _operands(argument))
+
+
+def _operands(argument: Any) -> list[Any]:
+    return argument if isinstance(argument, list) else [argument]
 
 
 def _array(value: Any, operator: str) -> list[Any]:
@@ -310,7 +337,15 @@ _OPERATORS: Final[dict[str, Callable[[Any, Scope], Any]]] = {
     "$let": _let,
     "$cond": _cond,
     "$switch": _switch,
-    "$eq": _eq,
+    "$eq": _comparison("$eq", lambda c: c == 0),
+    "$ne": _comparison("$ne", lambda c: c != 0),
+    "$gt": _comparison("$gt", lambda c: c > 0),
+    "$gte": _comparison("$gte", lambda c: c >= 0),
+    "$lt": _comparison("$lt", lambda c: c < 0),
+    "$lte": _comparison("$lte", lambda c: c <= 0),
+    "$cmp": _comparison("$cmp", lambda c: c),
+    "$and": _all,
+    "$or": _any,
     "$type": _type,
     "$isArray": lambda argument, scope: isinstance(
         evaluate(argument[0] if isinstance(argument, list) else argument, scope), list

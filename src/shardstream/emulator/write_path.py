@@ -2,7 +2,7 @@
 
 Each change to a user collection is applied to the :class:`DocumentStore` and logged with
 the entry mongod writes for it: at once, or (inside a transaction) buffered for the
-transaction's ``applyOps``, after remembering the collection so an abort can restore it.
+transaction's ``applyOps``, after noting what it replaces so an abort can undo it.
 Callers hold ``store.lock`` for the whole command, so the oplog order is the order in which
 changes were applied. The ``local`` database is never logged, as on a real node.
 """
@@ -85,17 +85,13 @@ class WritePath:
         else:
             txn.ops.append(write_oplog.inner(body))
 
-    def touch(self, ns: str, txn: Transaction | None) -> None:
-        """Call before changing ``ns``: a transaction keeps it for an abort."""
-        if txn is not None:
-            txn.remember(ns, self.store.get(ns))
-
     def create(
         self, ns: str, options: Mapping[str, Any], txn: Transaction | None = None
     ) -> Collection:
         """Create ``ns`` and log its ``create`` (``NamespaceExists`` if it exists)."""
-        self.touch(ns, txn)
         coll = self.store.create(ns, options)
+        if txn is not None:
+            txn.note_created(ns)
         o = {"create": ns.partition(".")[2], **coll.options, "idIndex": dict(ID_INDEX)}
         self.log(write_oplog.command(ns, coll.ui, o), txn)
         return coll
@@ -115,7 +111,8 @@ class WritePath:
         if isinstance(doc["_id"], list):
             raise WriteError(2, "BadValue", "can't use an array for _id")
         coll = self.collection(ns, txn)
-        self.touch(ns, txn)
+        if txn is not None:
+            txn.note_write(coll, id_key(doc["_id"]))
         coll.insert(doc)
         self.log(write_oplog.crud("i", ns, coll.ui, doc, {"_id": doc["_id"]}), txn)
         return doc
@@ -133,8 +130,10 @@ class WritePath:
         diff = write_oplog.delta(pre, post)
         if diff == {}:
             return False  # a no-op update logs nothing, as on mongod
-        self.touch(coll.ns, txn)
-        coll.replace(id_key(pre["_id"]), post)
+        key = id_key(pre["_id"])
+        if txn is not None:
+            txn.note_write(coll, key)
+        coll.replace(key, post)
         if replacement:
             body = write_oplog.replacement(coll.ns, coll.ui, post)
         else:
@@ -144,6 +143,8 @@ class WritePath:
 
     def delete(self, coll: Collection, doc: Body, txn: Transaction | None) -> None:
         """Delete ``doc`` from ``coll``."""
-        self.touch(coll.ns, txn)
-        coll.delete(id_key(doc["_id"]))
+        key = id_key(doc["_id"])
+        if txn is not None:
+            txn.note_write(coll, key)
+        coll.delete(key)
         self.log(write_oplog.crud("d", coll.ns, coll.ui, {"_id": doc["_id"]}), txn)
