@@ -1,15 +1,18 @@
-"""The CLI contract of ``shardstream token decode/encode``, run in-process."""
+"""The CLI contract of ``shardstream token decode/encode`` and ``demo``, run in-process."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 
 import pytest
+from bson.timestamp import Timestamp
 
 from shardstream.cli.main import main
+from shardstream.sim.emulated_source import SimulatedSource
 
 V1_INSERT = (
     "8260687B2D000000022B022C0100296E5A100420EA7287C1204D83A4FFDA70F869EC5646645F6964006460687B"
@@ -133,6 +136,46 @@ def test_demo_merges_a_simulated_cluster_and_rebuilds_its_data(
     assert "events per shard: shard0" in out
     assert "final postBatchResumeToken" in out
     assert out.rstrip().endswith("byte for byte): yes")
+
+
+def test_demo_sync_syncs_a_live_simulated_cluster_and_checks_it_against_the_truth(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--sync"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    at_cut = re.search(r"cut at cluster time \S+: (\d+) documents", out)
+    copied = re.search(r"sync stopped: ([\d,]+) documents copied at T0", out)
+    assert at_cut is not None
+    assert copied is not None
+    # The copy holds exactly the run up to the cut; the rest came through the stream.
+    assert copied.group(1).replace(",", "") == at_cut.group(1)
+    assert any(line.startswith("  sync copy:") for line in lines)
+    assert any(line.startswith("  copy done; the rest of the run") for line in lines)
+    assert any(line.startswith("  sync stream:") for line in lines)
+    assert "  verify: equal" in lines
+    assert "DIFFERENT" not in out
+    assert lines[-1].endswith("byte for byte): yes")
+
+
+def test_demo_sync_fails_when_the_target_misses_the_truth_even_if_verify_agrees(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rest of the run never reaches the source: source and target agree with each
+    # other, and only the comparison with the simulator's final data can tell.
+    monkeypatch.setattr(SimulatedSource, "feed_rest", lambda _self: Timestamp(1, 1))
+    assert main(["demo", "--sync"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "  verify: equal" in lines
+    verdict = next(line for line in lines if line.startswith("the target holds"))
+    assert verdict.endswith("byte for byte): NO")
+    assert any("missing" in line for line in lines[lines.index(verdict) :])
+
+
+def test_demo_takes_one_kind_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--sync", "--no-spark"])
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,10 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import bson
 import pytest
-from bson.codec_options import CodecOptions
-from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
@@ -18,9 +15,8 @@ from shardstream.cluster_sync import SyncJob, SyncOptions, SyncResult
 from shardstream.emulator import EmulatedCluster
 from shardstream.resume_token import decode_token_document
 from shardstream.sim import SimulationConfig
-from tests.cluster_sync.sim_source import SimulatedSource
+from shardstream.sim.emulated_source import SimulatedSource
 
-RAW = CodecOptions(document_class=RawBSONDocument)
 WAIT_S = 60.0
 
 
@@ -70,15 +66,20 @@ class RunningSync:
 def sync_to_the_end(
     source: SimulatedSource, target: EmulatedCluster, **options: Any
 ) -> RunningSync:
-    """Start a sync, feed the source's rest once T0 is taken, wait until all is applied.
+    """Start a sync, feed the source's rest once the copy is done, wait until all is applied.
 
-    The copy starts from T0 only once the checkpoint holds it; later writes must come to
-    the target through the stream. Returns the still-running sync (``finish()`` it).
+    The rest is fed only once the checkpoint says the stream phase began: fed earlier, it
+    could reach the copy (a busy machine delays the copy's reads), and the tests count the
+    copy as exactly the run up to the cut; the rest must come to the target through the
+    stream. Returns the still-running sync (``finish()`` it).
     """
     client: MongoClient[Any] = MongoClient(target.uri)
     with client:
         running = RunningSync(SyncOptions(source=source.cluster.uri, target=target.uri, **options))
-        wait_for(lambda: checkpoint(client) or running.error, "the sync to take T0")
+        wait_for(
+            lambda: (checkpoint(client) or {}).get("phase") == "stream" or running.error,
+            "the sync to finish its copy",
+        )
         end = source.feed_rest()
         wait_for(lambda: applied_through(client, end) or running.error, "the sync to reach the end")
         return running
@@ -94,22 +95,6 @@ def applied_through(target: MongoClient[Any], end: Timestamp, sync_id: str = "de
     document = checkpoint(target, sync_id)
     token = (document or {}).get("token")
     return isinstance(token, dict) and decode_token_document(token).cluster_time >= end
-
-
-def target_contents(target: MongoClient[Any]) -> dict[tuple[str, str], dict[bytes, bytes]]:
-    """Every user collection on the target: raw document bytes per ``_id`` key."""
-    contents: dict[tuple[str, str], dict[bytes, bytes]] = {}
-    for db in target.list_database_names():
-        if db in ("admin", "config", "local", "shardstream_sync"):
-            continue
-        for name in target[db].list_collection_names():
-            documents = {
-                bson.encode({"_id": doc["_id"]}): doc.raw
-                for doc in target[db].get_collection(name, codec_options=RAW).find()
-            }
-            if documents:
-                contents[(db, name)] = documents
-    return contents
 
 
 @pytest.fixture

@@ -12,15 +12,14 @@ from pymongo import MongoClient
 from shardstream.cluster_sync import SyncOptions, verify
 from shardstream.emulator import EmulatedCluster
 from shardstream.sim.apply_events import encoded_state
+from shardstream.sim.emulated_source import SimulatedSource, cluster_state
 from tests.cluster_sync.conftest import (
     RunningSync,
     applied_through,
     checkpoint,
     sync_to_the_end,
-    target_contents,
     wait_for,
 )
-from tests.cluster_sync.sim_source import SimulatedSource
 
 
 def _sync_to_the_end(source: SimulatedSource, target: EmulatedCluster, **options: Any) -> Any:
@@ -28,7 +27,7 @@ def _sync_to_the_end(source: SimulatedSource, target: EmulatedCluster, **options
     result = running.finish()
     client: MongoClient[Any] = MongoClient(target.uri)
     with client:
-        return result, target_contents(client), running.lines
+        return result, cluster_state(client), running.lines
 
 
 @pytest.mark.parametrize("transactions", [True, False], ids=["transactions", "single-writes"])
@@ -44,6 +43,9 @@ def test_the_target_ends_with_the_sources_true_final_data(
     assert result.applied > 0
     assert contents == encoded_state(source.result.final_state)
     assert any(line.startswith("sync stream:") and "lag" in line for line in lines)
+    # The copy's reads wait for T0 on every shard (afterClusterTime), not only majority.
+    copy_read = source.cluster.mongos.last_bodies["find"]
+    assert copy_read["readConcern"] == {"level": "majority", "afterClusterTime": result.t0}
 
 
 def test_verify_finds_the_synced_target_equal_and_names_a_difference(
@@ -85,4 +87,4 @@ def test_a_restarted_sync_resumes_from_its_checkpoint(
         wait_for(lambda: applied_through(client, end) or second.error, "the end")
         result = second.finish()
         assert result.copied == 0  # the copy was done: the second run only streams
-        assert target_contents(client) == encoded_state(source.result.final_state)
+        assert cluster_state(client) == encoded_state(source.result.final_state)

@@ -16,8 +16,8 @@ from pymongo import MongoClient
 
 from shardstream.emulator import EmulatedCluster, EmulatedNode, Stall
 from shardstream.sim.apply_events import encoded_state
-from tests.cluster_sync.conftest import applied_through, checkpoint, target_contents, wait_for
-from tests.cluster_sync.sim_source import SimulatedSource
+from shardstream.sim.emulated_source import SimulatedSource, cluster_state
+from tests.cluster_sync.conftest import applied_through, checkpoint, wait_for
 
 STALL_S = 60.0
 
@@ -73,7 +73,7 @@ def test_killed_in_the_copy_and_in_the_stream_it_resumes_to_the_same_result(
         assert process.returncode == 0, err
         assert out.splitlines()[-1] == "verify: equal"
         assert applied_through(client, end)
-        assert target_contents(client) == encoded_state(source.result.final_state)
+        assert cluster_state(client) == encoded_state(source.result.final_state)
 
 
 def test_verify_exits_0_when_equal_and_1_naming_the_difference(

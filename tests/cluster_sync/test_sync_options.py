@@ -15,13 +15,12 @@ from shardstream.cluster_sync.idle_noop import IdleShardNudger
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.emulator import EmulatedCluster
 from shardstream.sim.apply_events import encoded_state
+from shardstream.sim.emulated_source import SimulatedSource, cluster_state
 from tests.cluster_sync.conftest import (
     RunningSync,
     sync_to_the_end,
-    target_contents,
     wait_for,
 )
-from tests.cluster_sync.sim_source import SimulatedSource
 
 
 def test_scope_and_map_rules_decide_what_lands_where(
@@ -36,7 +35,7 @@ def test_scope_and_map_rules_decide_what_lands_where(
         for ns, documents in encoded_state(source.result.final_state).items()
     }
     assert ("archive", "old_orders") in expected
-    assert target_contents(target_client) == expected
+    assert cluster_state(target_client) == expected
 
 
 def test_one_collection_in_scope_syncs_only_it(
@@ -44,7 +43,7 @@ def test_one_collection_in_scope_syncs_only_it(
 ) -> None:
     sync_to_the_end(source, target, namespaces=NamespaceMap("shop", "users")).finish()
     final = encoded_state(source.result.final_state)
-    assert target_contents(target_client) == {("shop", "users"): final[("shop", "users")]}
+    assert cluster_state(target_client) == {("shop", "users"): final[("shop", "users")]}
 
 
 def test_a_unique_index_only_the_target_has_stops_the_sync_naming_key_and_token(
@@ -72,12 +71,12 @@ def test_a_conflict_policy_lets_the_sync_go_on(
     )
     result = sync_to_the_end(source, target, on_conflict=policy).finish()
     assert result.conflicts > 0
-    users = target_contents(target_client)[("shop", "users")]
+    users = cluster_state(target_client)[("shop", "users")]
     quantities = [bson.decode(raw).get("qty") for raw in users.values()]
     assert len(quantities) == len(set(quantities))  # the target's unique index held
     # The other collections are untouched by the conflicts.
     final = encoded_state(source.result.final_state)
-    assert target_contents(target_client)[("shop", "orders")] == final[("shop", "orders")]
+    assert cluster_state(target_client)[("shop", "orders")] == final[("shop", "orders")]
 
 
 def test_a_new_sync_refuses_a_target_namespace_that_already_holds_data(
@@ -101,5 +100,26 @@ def test_an_idle_shard_is_nudged_with_an_oplog_note_once_it_stood_still() -> Non
             notes = [e for e in idle.oplog.entries() if e["op"] == "n"]
             assert [note["o"]["msg"] for note in notes] == ["shardstream sync idle shard no-op"]
             assert not [e for e in busy.oplog.entries() if e["op"] == "n"]
+        finally:
+            nudger.close()
+
+
+def test_a_nudge_promises_everything_the_newest_shard_has_logged() -> None:
+    # The idle node's own clock says (wall second, 1); the busy shard logged later in
+    # that second (here: far ahead). The note must come after it, or the busy shard's
+    # events would still wait at the merge.
+    with EmulatedCluster(shards=2) as cluster:
+        busy, idle = cluster.shards
+        ahead = Timestamp(int(time.time()) + 100, 40)
+        busy.append({"op": "n", "ns": "", "o": {"msg": "busy"}, "ts": ahead})
+        nudger = IdleShardNudger(cluster.uri, 0.01)
+        try:
+            positions = {busy.name: Timestamp(ahead.time, 39), idle.name: Timestamp(5, 1)}
+            nudger.check(positions)
+            time.sleep(0.02)
+            positions[busy.name] = ahead
+            assert nudger.check(positions) == [idle.name]
+            (note,) = [e for e in idle.oplog.entries() if e["op"] == "n"]
+            assert note["ts"] > ahead
         finally:
             nudger.close()

@@ -1,10 +1,11 @@
-"""A 2-shard MongoDB cluster in one container, addressable from the host.
+"""A 2-shard MongoDB cluster in one container, addressable from the host (or a replica set).
 
 Recipe (see shared/docs/testing.md §3): config server, two shard replica sets and
 mongos run inside one ``mongo:<version>`` container, each on a host port chosen
 first and published 1:1, so ``localhost:P`` means the same inside and outside and
 ``config.shards`` holds addresses the tests can reach.  Periodic no-ops every
-second keep idle shards' promises moving.
+second keep idle shards' promises moving.  :func:`replica_set` starts a lone
+one-member replica set the same way (a sync's target).
 """
 
 from __future__ import annotations
@@ -99,3 +100,28 @@ def sharded_cluster(image: str, shards: int = 2, spare: int = 0) -> Iterator[Clu
             ),
             config_uri=f"mongodb://localhost:{config_port}/?directConnection=true",
         )
+
+
+@contextmanager
+def replica_set(image: str, name: str = "rs0") -> Iterator[str]:
+    """Start a one-member replica set in its own container; yield its URI; remove it after."""
+    (port,) = _free_ports(1)
+    member = f"{{_id: 0, host: 'localhost:{port}'}}"
+    initiate = f"rs.initiate({{_id: '{name}', members: [{member}]}})"
+    wait = "while (!db.hello().isWritablePrimary) { sleep(200) }"
+    script = "\n".join(
+        [
+            "set -e",
+            f"mkdir -p /data/{name}",
+            _MONGOD.format(name=name, port=port, role=""),
+            f'mongosh --quiet --port {port} --eval "{initiate}"',
+            f'mongosh --quiet --port {port} --eval "{wait}"',
+            f"echo '{READY}'",
+            "sleep infinity",
+        ]
+    )
+    container = DockerContainer(image).with_kwargs(entrypoint=["bash", "-c"])
+    container = container.with_command([script]).with_bind_ports(port, port)
+    with container:
+        wait_for_logs(container, READY, timeout=120)
+        yield f"mongodb://localhost:{port}/?replicaSet={name}"

@@ -1,32 +1,18 @@
-"""Replays of simulated oplogs through the transform, shared by the simulator tests."""
+"""Replays of simulated oplogs through the transform, shared by the simulator tests.
+
+The reference order itself (``shard_events``, ``merged_events``) is product code, in
+:mod:`shardstream.sim.reference_events`, which ``shardstream demo --sync`` uses too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from shardstream.sim import SimulationResult
 from shardstream.sim.apply_events import State, apply_events, encoded_state
 from shardstream.sim.chunks import hash_position
-from shardstream.transform import ChangeStreamOptions, transform_oplog
-
-RAW = ChangeStreamOptions(show_raw_update_description=True)
-
-
-def shard_events(
-    oplog: Sequence[Mapping[str, Any]], options: ChangeStreamOptions = RAW
-) -> list[dict[str, Any]]:
-    """The event documents one shard's oplog yields, in that shard's order."""
-    return [event.document for event in transform_oplog(oplog, options)]
-
-
-def merged_events(
-    result: SimulationResult, options: ChangeStreamOptions = RAW
-) -> list[dict[str, Any]]:
-    """Every shard's events in the merged order: clusterTime, then the token's ``_data``."""
-    events = [event for oplog in result.oplogs.values() for event in shard_events(oplog, options)]
-    events.sort(key=lambda event: (event["clusterTime"], event["_id"]["_data"]))
-    return events
+from shardstream.sim.reference_events import RAW, merged_events, shard_events
 
 
 def position(result: SimulationResult, ns: str, key: Mapping[str, Any]) -> Any:
@@ -44,6 +30,7 @@ def in_range(value: Any, lower: Any, upper: Any) -> bool:
 
 encoded = encoded_state
 __all__ = [
+    "RAW",
     "State",
     "apply_events",
     "encoded",

@@ -1,7 +1,8 @@
 """``shardstream demo --no-spark``: a simulated 3-shard cluster's oplogs merged into one stream.
 
 (``make demo`` runs :func:`run_spark_demo`: the same cluster through Spark into Delta
-tables, :mod:`shardstream.spark.ingest.demo`.)
+tables, :mod:`shardstream.spark.ingest.demo`; ``demo --sync`` serves a simulated cluster
+live and syncs it into an emulated one, :mod:`shardstream.cli.demo_sync`.)
 
 The simulator runs a seeded workload (inserts, ``$v:2`` updates, deletes,
 multi-shard transactions, chunk migrations, DDL) on three shards and writes each

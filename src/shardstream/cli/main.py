@@ -9,7 +9,8 @@ Subcommands (verbs):
     shardstream ingest --table PATH ...    stream into a Delta change log + mirror (Spark)
     shardstream sync --source URI --target URI   replicate a cluster into another one
     shardstream verify --source URI --target URI compare source and target collections
-    shardstream demo [--no-spark]          simulated 3-shard cluster -> Spark -> Delta, checked
+    shardstream demo [--no-spark|--sync]   simulated 3-shard cluster -> Spark -> Delta, checked
+                                           (--sync: served live, synced into an emulated one)
 
 Input without arguments is read from stdin, one item per line.  Each output
 line is one JSON object; an input that fails writes ``{"error": "..."}`` on its
@@ -92,10 +93,17 @@ def _build_parser() -> argparse.ArgumentParser:
         "demo",
         help="ingest a simulated 3-shard cluster with Spark into Delta tables and check them",
     )
-    demo.add_argument(
+    kind = demo.add_mutually_exclusive_group()
+    kind.add_argument(
         "--no-spark",
         action="store_true",
         help="merge the oplogs in pure Python and check the data (no Spark needed)",
+    )
+    kind.add_argument(
+        "--sync",
+        action="store_true",
+        help="serve the simulated cluster live (wire emulator), sync it into an emulated "
+        "cluster, verify, and check the target against the simulator's true data",
     )
     demo.set_defaults(handler=_run_demo)
     return parser
@@ -161,6 +169,10 @@ def _run_demo(args: argparse.Namespace) -> int:
     # Imported here: only the demo needs the simulator.
     from shardstream.cli.demo import run_demo, run_spark_demo
 
+    if args.sync:
+        from shardstream.cli.demo_sync import run_sync_demo
+
+        return run_sync_demo(sys.stdout)
     if args.no_spark:
         return run_demo(sys.stdout)
     return run_spark_demo(sys.stdout)

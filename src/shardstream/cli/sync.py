@@ -59,11 +59,30 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="on a duplicate key in the target: stop (default), delete the holder, or skip",
     )
     sync.add_argument(
-        "--shard-target", action="store_true", help="apply shardCollection on the target"
+        "--shard-target",
+        action="store_true",
+        help="shard on the target what is sharded on the source, on the same key: the "
+        "collections sharded at T0 before their copy, and shardCollection events "
+        "(default: they land unsharded, with a note)",
     )
     sync.add_argument("--batch-size", type=int, default=1000, help="events per applied batch")
     sync.add_argument(
         "--copy-batch", type=int, default=1000, help="documents per bulk insert of the copy"
+    )
+    sync.add_argument(
+        "--copy-readers",
+        type=int,
+        default=4,
+        metavar="N",
+        help="pieces copied at once: collections, or _id ranges of big ones (default 4)",
+    )
+    sync.add_argument(
+        "--copy-range-docs",
+        type=int,
+        default=50_000,
+        metavar="N",
+        help="split a collection of at least 2N documents into _id ranges read at once "
+        "(default 50000)",
     )
     sync.add_argument(
         "--idle-exit",
@@ -120,6 +139,8 @@ def _run_sync(args: argparse.Namespace) -> int:
             shard_target=args.shard_target,
             batch_size=args.batch_size,
             copy_batch=args.copy_batch,
+            copy_readers=args.copy_readers,
+            copy_range_docs=args.copy_range_docs,
             idle_exit_s=args.idle_exit,
             idle_noop_interval_s=args.idle_noop_interval,
             start_at=args.start_at_operation_time,

@@ -20,17 +20,21 @@ from pymongo import MongoClient
 from shardstream.cluster_sync.batch_applier import SyncConflict
 from shardstream.cluster_sync.compare_clusters import NamespaceComparison, VerifyReport
 from shardstream.cluster_sync.compare_clusters import verify as _verify
+from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.shard_target import ShardingRefused
 from shardstream.cluster_sync.sync_job import SyncJob, SyncOptions, SyncResult
 
 __all__ = [
     "NamespaceComparison",
     "NamespaceMap",
+    "ShardingRefused",
     "SyncConflict",
     "SyncJob",
     "SyncOptions",
     "SyncResult",
     "VerifyReport",
+    "id_ranges",
     "sync",
     "verify",
 ]
@@ -54,7 +58,8 @@ def sync(
         maps: ``"SRC=DST"`` renaming rules (``db=db2`` or ``db.coll=db2.coll2``).
         report: receives the progress lines.
         options: the other :class:`SyncOptions` fields (``writers``, ``transactions``,
-            ``on_conflict``, ``sync_id``, ``idle_exit_s`` ...).
+            ``on_conflict``, ``shard_target``, ``copy_readers``, ``sync_id``,
+            ``idle_exit_s`` ...).
     """
     namespaces = NamespaceMap.from_options(db, coll, maps)
     job = SyncJob(

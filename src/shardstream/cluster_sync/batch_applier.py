@@ -1,11 +1,12 @@
 """Sync: a batch of planned writes applied by N parallel writers, in a safe order.
 
-A batch is cut into segments at each barrier. Document writes between barriers go out
-through ``writers`` threads, each write routed by a hash of (target namespace, ``_id``):
-one document's writes stay in order on one writer while different documents go in
-parallel, as ordered bulk writes per namespace. A DDL event is a barrier (everything
-before it is acknowledged, then it runs alone), and so is a transaction, which by default
-is applied as one transaction on the target (all its events commit together).
+A batch is cut into segments at each DDL event, a barrier: everything before it is
+acknowledged, then it runs alone. Within a segment the writes go out through ``writers``
+lanes (:mod:`~shardstream.cluster_sync.writer_lanes`), each write routed by a hash of
+(target namespace, ``_id``): one document's writes stay in order on one lane while
+different documents go in parallel, as ordered bulk writes per namespace. A source
+transaction is by default applied as one transaction on the target (all its events commit
+together), in step with the lanes of its documents only.
 
 Every write is idempotent, so a write the target may or may not have taken before a
 connection dropped is simply sent again: connection errors are retried with exponential
@@ -15,7 +16,6 @@ backoff for ``retry_for_s`` seconds, without reordering anything.
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -30,6 +30,7 @@ from pymongo.write_concern import WriteConcern
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.writer_lanes import SegmentItem, plan_lanes, run_lanes
 from shardstream.errors import ShardstreamError
 from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify
 
@@ -90,13 +91,13 @@ class BatchApplier:
 
     def apply(self, items: Sequence[CrudWrite | DdlChange]) -> None:
         """Apply ``items`` in stream order; return once the target acknowledged them all."""
-        run: list[CrudWrite] = []
+        segment: list[SegmentItem] = []
         position = 0
         while position < len(items):
             item = items[position]
             if isinstance(item, DdlChange):
-                self._parallel(run)
-                run = []
+                self._parallel(segment)
+                segment = []
                 self._retrying(
                     partial(
                         apply_ddl,
@@ -108,33 +109,22 @@ class BatchApplier:
                 )
                 position += 1
             elif item.transaction is not None and self._transactions:
-                self._parallel(run)
-                run = []
                 end = position
                 while end < len(items) and _same_transaction(items[end], item):
                     end += 1
-                self._transaction([w for w in items[position:end] if isinstance(w, CrudWrite)])
+                segment.append([w for w in items[position:end] if isinstance(w, CrudWrite)])
                 position = end
             else:
-                run.append(item)
+                segment.append(item)
                 position += 1
-        self._parallel(run)
+        self._parallel(segment)
 
     # -- document writes ---------------------------------------------------------------
 
-    def _parallel(self, writes: list[CrudWrite]) -> None:
-        if not writes:
-            return
-        lanes: list[list[CrudWrite]] = [[] for _ in range(self._writers)]
-        seeds: dict[Namespace, int] = {}  # one namespace's hash, not one per write
-        for write in writes:
-            seed = seeds.get(write.target)
-            if seed is None:
-                seed = seeds[write.target] = zlib.crc32(".".join(write.target).encode())
-            lanes[zlib.crc32(write.route, seed) % self._writers].append(write)
-        busy = [lane for lane in lanes if lane]
-        # list() waits for every lane and re-raises the first lane's error.
-        list(self._pool.map(self._lane, busy))
+    def _parallel(self, segment: list[SegmentItem]) -> None:
+        if segment:
+            plan = plan_lanes(segment, self._writers)
+            run_lanes(self._pool, plan, self._lane, self._transaction)
 
     def _lane(self, writes: list[CrudWrite]) -> None:
         for target, group in _by_namespace(writes):

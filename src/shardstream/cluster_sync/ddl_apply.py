@@ -3,8 +3,14 @@
 A sharded source logs a collection's DDL on every shard that owns it, so the merged
 stream may carry the same ``create`` or ``createIndexes`` more than once; each rule
 therefore accepts "already so" (``NamespaceExists``, an index that exists, a drop of
-something gone). ``shardCollection`` is applied only with ``--shard-target``: a target
-whose collections stay unsharded is the default, since its topology is the user's choice.
+something gone). A rename onto a name the target already holds (the copy, read after T0,
+found the collection renamed) drops the old name's replayed remains instead; a rename that
+dropped its target on the source, if it falls before the copy's read, still replaces the
+newer copy with the replayed collection (noted in the README).
+
+``shardCollection`` is applied only with ``--shard-target``: a target whose collections
+stay unsharded is the default, since its topology is the user's choice
+(:mod:`~shardstream.cluster_sync.shard_target`, which also shards what was sharded at T0).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.shard_target import shard_collection
 from shardstream.errors import OplogError
 
 NAMESPACE_EXISTS: Final = 48
@@ -38,6 +45,7 @@ def apply_ddl(
     Raises:
         OperationFailure: the target refused it for another reason than "already so".
         OplogError: the event lacks what its rule needs.
+        ShardingRefused: the target would not shard a collection as the event says.
     """
     kind = event["operationType"]
     db, coll = event["ns"]["db"], event["ns"].get("coll")
@@ -70,25 +78,41 @@ def apply_ddl(
             to = event.get("to") or description.get("to")
             if not isinstance(to, Mapping):
                 raise OplogError(f"expected a rename event with 'to', got {event!r:.200}")
-            new_db, new_coll = namespaces.target(to["db"], to["coll"])
-            client.admin.command(
-                {
-                    "renameCollection": f"{target_db}.{target_coll}",
-                    "to": f"{new_db}.{new_coll}",
-                    "dropTarget": bool(description.get("dropTarget")),
-                }
+            _rename(
+                client,
+                (target_db, target_coll),
+                namespaces.target(to["db"], to["coll"]),
+                drop_target=bool(description.get("dropTarget")),
             )
         elif kind == "shardCollection" and shard_target:
-            client.admin.command(
-                {
-                    "shardCollection": f"{target_db}.{target_coll}",
-                    "key": description["shardKey"],
-                    "unique": bool(description.get("unique", False)),
-                }
+            unique = bool(description.get("unique", False))
+            shard_collection(
+                client, (target_db, target_coll), description["shardKey"], unique=unique
             )
     except OperationFailure as exc:
         if exc.code not in _ALREADY_SO:
             raise
+
+
+def _rename(
+    client: MongoClient[Any], old: tuple[str, str], new: tuple[str, str], *, drop_target: bool
+) -> None:
+    try:
+        client.admin.command(
+            {
+                "renameCollection": ".".join(old),
+                "to": ".".join(new),
+                "dropTarget": drop_target,
+            }
+        )
+    except OperationFailure as exc:
+        if exc.code != NAMESPACE_EXISTS or drop_target:
+            raise
+        # The source renamed onto a free name, so the new name exists here only because the
+        # copy (read after T0, after this rename) or an earlier run of this sync already
+        # holds the renamed collection, newer than this event. The old name holds only the
+        # events replayed since T0 for a collection that was renamed away: drop it.
+        client[old[0]].drop_collection(old[1])
 
 
 def _index_spec(spec: Mapping[str, Any]) -> dict[str, Any]:

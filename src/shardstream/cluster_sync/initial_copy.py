@@ -10,10 +10,14 @@ absolute values, delete by key) it ends in the source's state.
 The documents are read **through mongos**, not from the shards: a shard also holds
 orphans (chunks a migration left behind, not yet deleted) and mongos filters them with
 the shard versioning protocol, where reading the shards would mean fetching the chunk map
-at T0 and filtering by ownership ourselves.  Parallelism comes from reading several
-namespaces at once (``readers``), each in large raw batches written as unordered bulk
-inserts.  Non-unique indexes are built before the documents arrive, unique ones after
-(a duplicate then fails once, with its key, instead of per batch), all before phase 2.
+at T0 and filtering by ownership ourselves.  ``readers`` threads copy pieces at once: a
+collection of at least twice ``range_docs`` documents is split into ``_id`` ranges
+(:mod:`~shardstream.cluster_sync.copy_ranges`), a smaller one is one piece; each piece is
+read in large raw batches written as unordered bulk inserts.  Non-unique indexes are
+built before the documents arrive, unique ones after (a duplicate then fails once, with
+its key, instead of per batch), all before phase 2.  A collection sharded on the source is
+sharded alike on the target before its documents arrive with ``shard_target``, else
+reported as landing unsharded (:mod:`~shardstream.cluster_sync.shard_target`).
 """
 
 from __future__ import annotations
@@ -28,17 +32,30 @@ from bson.codec_options import CodecOptions
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
+from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, OperationFailure
 from pymongo.operations import ReplaceOne
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
+from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.ddl_apply import NAMESPACE_EXISTS
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.shard_target import (
+    ShardedCollection,
+    shard_collection,
+    sharded_collections,
+    unsharded_notice,
+)
 from shardstream.errors import OplogError
 
 COPY_BATCH: Final = 1000
+# A collection is split once it holds two ranges of this many documents (the estimate).
+COPY_RANGE_DOCS: Final = 50_000
+# Ranges per reader at most: more than one, so a reader that drew a small range takes
+# another while a big one is still read.
+RANGES_PER_READER: Final = 4
 _RAW: Final = CodecOptions(document_class=RawBSONDocument)
 
 
@@ -114,34 +131,66 @@ def copy_collections(
     progress: CopyProgress,
     stopping: Callable[[], bool] = lambda: False,
     batch: int = COPY_BATCH,
+    range_docs: int = COPY_RANGE_DOCS,
+    shard_target: bool = False,
+    report: Callable[[str], None] | None = None,
+    at: Timestamp | None = None,
 ) -> list[SourceCollection]:
     """Create, fill and index every target collection in scope; return what was copied.
+
+    Args:
+        at: T0; every read waits until the shard's majority snapshot reaches it.
+        readers: pieces (collections or ``_id`` ranges) copied at once.
+        range_docs: the documents of one ``_id`` range, at least (see module docstring).
+        shard_target: shard what is sharded on the source alike on the target first.
+        report: receives the notice for each sharded collection landing unsharded.
 
     Raises:
         SyncConflict: a target collection already holds data on a new sync (and
             ``on_conflict`` is ``fail``), or a unique index refuses a document.
+        ShardingRefused: with ``shard_target``, the target would not shard a collection.
     """
     collections = source_collections(source, namespaces)
-    for collection in collections:
-        if collection.kind == "collection":
-            progress.total += source[collection.ns[0]][collection.ns[1]].estimated_document_count()
+    sharded = sharded_collections(source, namespaces)
+    counts = {
+        c.ns: source[c.ns[0]][c.ns[1]].estimated_document_count()
+        for c in collections
+        if c.kind == "collection"
+    }
+    progress.total += sum(counts.values())
     for collection in collections:
         _create(target, namespaces, collection, restarting=restarting, on_conflict=on_conflict)
+        placement = sharded.get(collection.ns)
+        if placement is None:
+            continue
+        if shard_target:
+            _shard_like_source(target, namespaces, collection, placement)
+        elif report is not None:
+            report(unsharded_notice(placement, namespaces.target(*collection.ns)))
+    most = readers * RANGES_PER_READER if readers > 1 else 1
+
+    def split(collection: SourceCollection) -> list[tuple[SourceCollection, dict[str, Any]]]:
+        pieces = min(most, counts[collection.ns] // max(1, range_docs))
+        return [(collection, f) for f in id_ranges(_reader(source, collection.ns), pieces)]
+
+    copied = [c for c in collections if c.kind == "collection"]
     with ThreadPoolExecutor(max(1, readers), thread_name_prefix="shardstream-copy") as pool:
+        pieces = [piece for plan in pool.map(split, copied) for piece in plan]
         tasks = [
             pool.submit(
                 _copy_documents,
-                source,
+                _reader(source, c.ns),
                 target,
                 namespaces,
                 c,
+                piece,
                 progress,
                 stopping,
                 batch,
                 on_conflict,
+                at,
             )
-            for c in collections
-            if c.kind == "collection"
+            for c, piece in pieces
         ]
         for task in tasks:
             task.result()
@@ -182,33 +231,61 @@ def _create_indexes(
     target[ns[0]].command({"createIndexes": ns[1], "indexes": [dict(s) for s in specs]})
 
 
-def _copy_documents(
-    source: MongoClient[Any],
+def _shard_like_source(
     target: MongoClient[Any],
     namespaces: NamespaceMap,
     collection: SourceCollection,
+    placement: ShardedCollection,
+) -> None:
+    ns = namespaces.target(*collection.ns)
+    # A unique index on the key itself goes first: shardCollection would otherwise build
+    # one under its own name, and the source's (built after the copy) would then clash.
+    key = list(placement.key.items())
+    on_key = [s for s in collection.indexes if s.get("unique") and list(s["key"].items()) == key]
+    if on_key:
+        _create_indexes(target, ns, on_key)
+    shard_collection(target, ns, placement.key, unique=placement.unique)
+
+
+def _reader(source: MongoClient[Any], ns: Namespace) -> Collection[RawBSONDocument]:
+    return source[ns[0]].get_collection(
+        ns[1], codec_options=_RAW, read_concern=ReadConcern("majority")
+    )
+
+
+def _copy_documents(
+    reader: Collection[RawBSONDocument],
+    target: MongoClient[Any],
+    namespaces: NamespaceMap,
+    collection: SourceCollection,
+    piece: Mapping[str, Any],
     progress: CopyProgress,
     stopping: Callable[[], bool],
     size: int,
     on_conflict: str,
+    at: Timestamp | None,
 ) -> None:
-    db, name = collection.ns
-    reader = source[db].get_collection(
-        name, codec_options=_RAW, read_concern=ReadConcern("majority")
-    )
-    target_db, target_name = namespaces.target(db, name)
+    if stopping():
+        return
+    target_db, target_name = namespaces.target(*collection.ns)
     writer = target[target_db].get_collection(
         target_name, codec_options=_RAW, write_concern=WriteConcern("majority")
     )
     batch: list[RawBSONDocument] = []
-    for document in reader.find({}, batch_size=size):
-        batch.append(document)
-        if len(batch) >= size:
-            _insert(writer, batch, on_conflict)
-            progress.add(len(batch))
-            batch = []
-            if stopping():
-                return
+    with reader.database.client.start_session(causal_consistency=True) as session:
+        if at is not None:
+            # afterClusterTime T0: T0 came from the config server, and a shard's majority
+            # point may still be behind it; a plain majority read there could miss writes
+            # at or before T0, which the stream (from T0 on) would never bring again.
+            session.advance_operation_time(at)
+        for document in reader.find(piece, batch_size=size, session=session):
+            batch.append(document)
+            if len(batch) >= size:
+                _insert(writer, batch, on_conflict)
+                progress.add(len(batch))
+                batch = []
+                if stopping():
+                    return
     if batch:
         _insert(writer, batch, on_conflict)
         progress.add(len(batch))

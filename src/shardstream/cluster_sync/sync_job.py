@@ -19,12 +19,13 @@ from typing import Any, Final
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
-from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange, plan_event
 from shardstream.cluster_sync.batch_applier import BatchApplier
+from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
 from shardstream.cluster_sync.idle_noop import IdleShardNudger
 from shardstream.cluster_sync.initial_copy import (
     COPY_BATCH,
+    COPY_RANGE_DOCS,
     CopyProgress,
     copy_collections,
     majority_time,
@@ -49,10 +50,14 @@ class SyncOptions:
         writers: parallel writers (None: the number of source shards).
         transactions: apply a source transaction as one target transaction.
         on_conflict: ``fail``, ``overwrite`` or ``skip``.
-        shard_target: apply ``shardCollection`` on the target.
+        shard_target: shard on the target what is sharded on the source, alike: the
+            collections sharded at T0 before their copy, and ``shardCollection`` events.
         batch_size: events per applied batch (one checkpoint each).
-        copy_readers: namespaces copied at once in phase 1.
+        copy_readers: pieces (collections, or ``_id`` ranges of big ones) copied at once
+            in phase 1.
         copy_batch: documents per bulk insert of the copy.
+        copy_range_docs: a collection with at least twice this many documents is copied
+            in ``_id`` ranges of about this many or more.
         idle_exit_s: stop once no event arrived for this long (None: run until stopped).
         retry_for_s: how long a target that went away is retried.
         idle_noop_interval_s: write a no-op to a source shard idle this long (None: off).
@@ -72,6 +77,7 @@ class SyncOptions:
     batch_size: int = DEFAULT_BATCH
     copy_readers: int = 4
     copy_batch: int = COPY_BATCH
+    copy_range_docs: int = COPY_RANGE_DOCS
     idle_exit_s: float | None = None
     retry_for_s: float = 300.0
     idle_noop_interval_s: float | None = None
@@ -147,6 +153,10 @@ class SyncJob:
                 progress=copied,
                 stopping=self._stopping.is_set,
                 batch=options.copy_batch,
+                range_docs=options.copy_range_docs,
+                shard_target=options.shard_target,
+                report=self._report,
+                at=t0,
             )
             if self._stopping.is_set():
                 return SyncResult(copied.copied, 0, 0, None, t0)
@@ -207,30 +217,20 @@ class SyncJob:
         with self._open(checkpoint) as stream, contextlib.ExitStack() as cleanup:
             if nudger is not None:
                 cleanup.callback(nudger.close)
+            # Batch n+1 is read and planned while batch n is applied.
+            reader = BatchReader(stream, namespaces, self.options.batch_size)
+            cleanup.callback(reader.close)
             while not self._stopping.is_set():
-                items: list[CrudWrite | DdlChange] = []
-                events = 0
-                last_time: Timestamp | None = None
-                while events < self.options.batch_size:
-                    event = stream.try_next()
-                    if event is None:
-                        break
-                    events += 1
-                    last_time = event.get("clusterTime", last_time)
-                    item = plan_event(event, namespaces)
-                    if item is not None:
-                        items.append(item)
-                applier.apply(items)
-                applied += events
-                new_token = stream.resume_token
-                if new_token is not None and new_token != token:
-                    token = new_token
+                batch = reader.next()
+                applier.apply(batch.items)
+                applied += batch.events
+                if batch.token is not None and batch.token != token:
+                    token = batch.token
                     store.save(Checkpoint("stream", checkpoint.t0, token))
-                positions = stream.shard_positions()
-                progress.batch(events, last_time, positions)
+                progress.batch(batch.events, batch.last_time, batch.positions)
                 if nudger is not None:
-                    nudger.check(positions)
-                if events:
+                    nudger.check(batch.positions)
+                if batch.events:
                     idle_since = time.monotonic()
                 elif self._idle_for(idle_since):
                     break

@@ -1,0 +1,133 @@
+"""Sync: the writes between two DDL events, spread over N writer lanes in a safe order.
+
+Each document write goes to the lane of its (target namespace, ``_id``) hash, so one
+document's writes stay in stream order on one lane while lanes run in parallel. A source
+transaction applied as one target transaction touches the lanes of all its documents: it
+is a *joint step* in each of them, at its place in the stream. Its first lane runs it
+once every lane involved has reached it; the others wait until it is done. So a
+transaction waits only for the earlier writes of the lanes it shares, not for the whole
+batch, and a later write of its documents cannot overtake it.
+
+This cannot deadlock: every lane meets its joint steps in stream order, one total order
+for all lanes, so the joint step a lane waits at is never behind one that waits for it
+(the same argument as taking locks in a fixed order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from shardstream.cluster_sync.apply_rules import CrudWrite
+from shardstream.cluster_sync.namespace_map import Namespace
+
+# A segment's items in stream order: a document write, or a transaction's writes.
+SegmentItem = CrudWrite | list[CrudWrite]
+
+
+@dataclasses.dataclass(eq=False)
+class JointStep:
+    """A transaction met by several lanes: run by the first once all have arrived."""
+
+    writes: list[CrudWrite]
+    arrived: threading.Barrier
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    failed: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JointRole:
+    """A lane's part in a joint step: ``runs`` it, or waits for it."""
+
+    step: JointStep
+    runs: bool
+
+
+# A lane's steps: a run of document writes (bulk-written per namespace) or a joint role.
+LaneStep = list[CrudWrite] | JointRole
+
+
+def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep]]:
+    """Each lane's steps for ``segment``, in stream order."""
+    plan: list[list[LaneStep]] = [[] for _ in range(lanes)]
+    seeds: dict[Namespace, int] = {}  # one namespace's hash, not one per write
+
+    def lane_of(write: CrudWrite) -> int:
+        seed = seeds.get(write.target)
+        if seed is None:
+            seed = seeds[write.target] = zlib.crc32(".".join(write.target).encode())
+        return zlib.crc32(write.route, seed) % lanes
+
+    for item in segment:
+        if isinstance(item, CrudWrite):
+            steps = plan[lane_of(item)]
+            if steps and isinstance(steps[-1], list):
+                steps[-1].append(item)
+            else:
+                steps.append([item])
+            continue
+        involved = sorted({lane_of(write) for write in item})
+        step = JointStep(item, threading.Barrier(len(involved)))
+        for n, lane in enumerate(involved):
+            plan[lane].append(JointRole(step, runs=n == 0))
+    return plan
+
+
+def run_lanes(
+    pool: ThreadPoolExecutor,
+    plan: list[list[LaneStep]],
+    write_run: Callable[[list[CrudWrite]], None],
+    transaction: Callable[[list[CrudWrite]], None],
+) -> None:
+    """Run every busy lane of ``plan`` at once on ``pool``; return when all are done.
+
+    ``pool`` must have a thread for every busy lane (a joint step needs all its lanes
+    running). The first error of any lane is raised once every lane has stopped; the
+    other lanes stop at their next step, and joint steps release their waiters.
+    """
+    busy = [steps for steps in plan if steps]
+    failed = threading.Event()
+    joints = [s.step for steps in busy for s in steps if isinstance(s, JointRole) and s.runs]
+
+    def lane(steps: list[LaneStep]) -> None:
+        try:
+            for step in steps:
+                if failed.is_set():
+                    return
+                if isinstance(step, list):
+                    write_run(step)
+                elif not _joint(step, transaction):
+                    return
+        except BaseException:
+            failed.set()
+            for joint in joints:  # release every lane waiting at a joint step
+                joint.failed = True
+                joint.arrived.abort()
+                joint.done.set()
+            raise
+
+    # list() waits for every lane and re-raises the first lane's error.
+    list(pool.map(lane, busy))
+
+
+def _joint(role: JointRole, transaction: Callable[[list[CrudWrite]], None]) -> bool:
+    """Take part in a joint step; False when the batch failed meanwhile."""
+    step = role.step
+    try:
+        step.arrived.wait()
+    except threading.BrokenBarrierError:
+        return False
+    if role.runs:
+        try:
+            transaction(step.writes)
+        except BaseException:
+            step.failed = True
+            raise
+        finally:
+            step.done.set()
+        return True
+    step.done.wait()
+    return not step.failed
