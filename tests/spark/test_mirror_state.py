@@ -136,6 +136,16 @@ def test_update_of_an_unknown_document_is_refused_or_counted() -> None:
     assert changes.unknown_updates == 1
 
 
+def test_an_unknown_update_up_to_a_snapshots_read_end_is_counted_after_it_refused() -> None:
+    # A snapshot may read a document after a later delete: its earlier updates find nothing.
+    event = event_row("update", _id=7, diff={"u": {"a": 1}})
+    at = (event["clusterTime"]["t"], event["clusterTime"]["i"])
+    changes = apply_batch([event], [], snapshot_read_end=at)
+    assert (changes.rows, changes.unknown_updates) == ({}, 1)
+    with pytest.raises(SinkError, match="expected the mirror to hold the document"):
+        apply_batch([event], [], snapshot_read_end=(at[0], at[1] - 1))
+
+
 def test_split_event_fragments_are_refused_loudly() -> None:
     fragment = event_row("update", _id=1, fragment="update")
     with pytest.raises(SinkError, match="fragment of a split 'update' event"):

@@ -1,11 +1,13 @@
-"""The shared session works: Arrow round trip of the row schema through Spark."""
+"""The shared session works, and the ingest's session helper never stops a caller's."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
+from shardstream.spark.ingest.session import spark_session
 from shardstream.spark.source.rows import EVENT_SCHEMA, SPARK_DDL
 
 pytestmark = pytest.mark.spark
@@ -14,3 +16,20 @@ pytestmark = pytest.mark.spark
 def test_spark_reads_the_ddl_schema(spark: Any) -> None:
     frame = spark.createDataFrame([], SPARK_DDL)
     assert frame.columns == EVENT_SCHEMA.names
+
+
+def test_a_command_on_another_thread_uses_the_callers_session_and_leaves_it_up(
+    spark: Any,
+) -> None:
+    # pyspark's "active" session is per thread: the command's thread has none of its own.
+    used: list[Any] = []
+
+    def command() -> None:
+        with spark_session("local[1]") as session:
+            used.append(session)
+
+    runner = threading.Thread(target=command)
+    runner.start()
+    runner.join(120)
+    assert [session.sparkContext for session in used] == [spark.sparkContext]
+    assert spark.range(3).count() == 3  # still running

@@ -112,3 +112,31 @@ def test_a_quiet_live_stream_moves_its_watermark_without_events() -> None:
             assert reader.latestOffset(end, ReadMaxRows(10)) == end  # and it stays there
         finally:
             reader.stop()
+
+
+def test_a_live_start_is_pinned_in_the_first_offset_so_a_restart_needs_no_option() -> None:
+    # A checkpoint whose batches hold no event yet has only the initial offset: a restart
+    # given other options (the snapshot's T0 is an option of the first run only) must
+    # still start where the first run did.
+    with EmulatedCluster(shards=2) as cluster:
+        for name, entries in OPLOGS.items():
+            for entry in entries:
+                cluster.shard(name).append(entry)
+            cluster.shard(name).set_majority(entries[-1]["ts"])
+        first = ShardstreamStreamReader(
+            parse_options({"uri": cluster.uri, "startAtOperationTime": "1700000000,3"})
+        )
+        try:
+            start = first.initialOffset()
+        finally:
+            first.stop()
+        pinned = decode_token(token_of_text(start["watermark"]))
+        assert (pinned.cluster_time, pinned.token_type) == (T[3], 0)  # the mark sorts first
+        restarted = ShardstreamStreamReader(parse_options({"uri": cluster.uri}))
+        restarted.prepareForTriggerAvailableNow()
+        try:
+            rows = [row for batch in _drain(restarted, start) for row in batch]
+        finally:
+            restarted.stop()
+    times = [(row["clusterTime"]["t"], row["clusterTime"]["i"]) for row in rows]
+    assert times == [(t.time, t.inc) for t in (T[3], T[5], T[6], T[7])]

@@ -85,6 +85,14 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--trigger-interval", default="1 second", help="live input: micro-batch interval"
     )
     ingest.add_argument(
+        "--snapshot",
+        action="store_true",
+        help="--uri only: first load every document in scope as of T0 (the source's majority "
+        "time) into the mirror, and into the change log as operationType 'read' rows "
+        "(Debezium's op r; _id = the token at T0), then stream from T0; once per lakehouse, "
+        "a restart neither reads it again nor loses it",
+    )
+    ingest.add_argument(
         "--lenient-mirror",
         action="store_true",
         help="skip (and count) updates of documents the mirror never held, instead of failing",
@@ -155,6 +163,18 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
         from shardstream.spark.ingest.progress import IngestProgress
         from shardstream.spark.ingest.query import IngestSettings, run_ingest
         from shardstream.spark.ingest.session import spark_session
+
+        settings = IngestSettings(
+            table=Path(args.table),
+            source_options=options,
+            bounded=not args.uri,
+            checkpoint=Path(args.checkpoint) if args.checkpoint else None,
+            trigger_interval=args.trigger_interval,
+            strict=not args.lenient_mirror,
+            optimize_every=args.optimize_every,
+            snapshot=args.snapshot,
+            crash_at_for_test=crash,
+        )
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
         return 1
@@ -164,16 +184,6 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
             f"'shardstream[spark]'), missing {exc.name!r}\n"
         )
         return 1
-    settings = IngestSettings(
-        table=Path(args.table),
-        source_options=options,
-        bounded=not args.uri,
-        checkpoint=Path(args.checkpoint) if args.checkpoint else None,
-        trigger_interval=args.trigger_interval,
-        strict=not args.lenient_mirror,
-        optimize_every=args.optimize_every,
-        crash_at_for_test=crash,
-    )
     try:
         with spark_session(args.master) as spark:
             totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
@@ -192,6 +202,7 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
         "mirrorUpserts": totals.mirror_upserts,
         "mirrorDeletes": totals.mirror_deletes,
         "unknownUpdates": totals.unknown_updates,
+        "snapshotDocuments": totals.snapshot_documents,
         "watermark": totals.watermark,
     }
     sys.stdout.write(json.dumps(summary) + "\n")

@@ -38,6 +38,7 @@ from shardstream.spark.delta.mirror_state import (
     apply_batch,
     batch_needs,
 )
+from shardstream.spark.delta.snapshot_marks import snapshot_times
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
 MIRROR_TABLE: Final = "mirror"
@@ -121,7 +122,11 @@ class DeltaMirror:
     def __init__(self, root: str | Path, *, strict: bool = True) -> None:
         self.path = Path(root) / MIRROR_TABLE
         self.strict = strict
-        self._watermark: str | None = committed_watermark(open_table(self.path))
+        table = open_table(self.path)
+        self._watermark: str | None = committed_watermark(table)
+        # After a snapshot, an update read before its end may find its document gone.
+        read_end = (snapshot_times(table) or (None, None))[1]
+        self._snapshot_read_end = None if read_end is None else (read_end.time, read_end.inc)
 
     @property
     def watermark(self) -> str | None:
@@ -138,7 +143,9 @@ class DeltaMirror:
         split = split_plain(fresh)  # documents only set or deleted: no row objects
         rows = split.events.to_pylist()
         stored = self._load(batch_needs(rows))
-        changes = apply_batch(rows, stored, strict=self.strict)
+        changes = apply_batch(
+            rows, stored, strict=self.strict, snapshot_read_end=self._snapshot_read_end
+        )
         return PreparedBatch(fresh.num_rows, len(stored), changes, split.plain)
 
     def write(self, prepared: PreparedBatch, commit: BatchCommit) -> MirrorWrite:

@@ -154,7 +154,11 @@ def batch_needs(events: Sequence[Mapping[str, Any]]) -> BatchNeeds:
 
 
 def apply_batch(
-    events: Iterable[Mapping[str, Any]], stored: Iterable[MirrorRow], *, strict: bool = True
+    events: Iterable[Mapping[str, Any]],
+    stored: Iterable[MirrorRow],
+    *,
+    strict: bool = True,
+    snapshot_read_end: tuple[int, int] | None = None,
 ) -> MirrorChanges:
     """Apply events (in token order) to the stored rows they need; return what changed.
 
@@ -164,6 +168,9 @@ def apply_batch(
         strict: an update of a document the mirror does not hold raises SinkError (the
             stream started after the document was written, or has a gap); lenient mode
             skips it and counts it in ``unknown_updates``.
+        snapshot_read_end: (seconds, increment) of the cluster time a snapshot finished
+            reading at: an unknown update at or before it is skipped and counted in strict
+            mode too (the snapshot read the document after a later delete).
 
     Raises:
         SinkError: a split-event fragment, a malformed row, or (strict) an unknown update.
@@ -184,7 +191,7 @@ def apply_batch(
             key = _event_key(event)
             base = current.get(key)
             if base is None:
-                if strict:
+                if strict and not _before_snapshot_end(event, snapshot_read_end):
                     raise SinkError(
                         f"expected the mirror to hold the document an update changes, got "
                         f"none for {key!r} (event {event['_id']}): the stream began after it "
@@ -208,6 +215,11 @@ def apply_batch(
             applied_ddl.add(event["_id"])
             touched |= _apply_namespace_event(event, current)
     return MirrorChanges({key: current[key] for key in touched}, unknown)
+
+
+def _before_snapshot_end(event: Mapping[str, Any], read_end: tuple[int, int] | None) -> bool:
+    time = event["clusterTime"]
+    return read_end is not None and (time["t"], time["i"]) <= read_end
 
 
 def _apply_namespace_event(

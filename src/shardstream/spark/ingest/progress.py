@@ -30,8 +30,10 @@ class IngestTotals:
         events: events in them.
         changelog_rows: rows appended to the change log.
         mirror_upserts / mirror_deletes: mirror rows written / deleted.
-        unknown_updates: updates of documents the mirror never held (lenient mode).
+        unknown_updates: updates of documents the mirror never held (lenient mode, or
+            before a snapshot's read end).
         watermark: the last event's token (None: no event yet).
+        snapshot_documents: documents a snapshot loaded in this run (``--snapshot``).
     """
 
     batches: int = 0
@@ -41,6 +43,7 @@ class IngestTotals:
     mirror_deletes: int = 0
     unknown_updates: int = 0
     watermark: str | None = None
+    snapshot_documents: int = 0
 
     def add(self, outcome: BatchOutcome) -> None:
         """Count one batch."""

@@ -12,6 +12,11 @@ Restart rules:
 * checkpoint absent (new, or lost) but the tables hold batches: the stream starts at the
   cluster time of the lower of the two tables' watermarks, and each table drops the events
   at or below its own watermark, so nothing is lost or written twice.
+
+With ``snapshot`` (``--snapshot``), the source's documents as of T0 are loaded first
+(:mod:`shardstream.spark.ingest.snapshot`); the tables' watermarks are then the token at
+T0, so the rules above start the stream there.  A snapshot a killed run left half loaded
+is completed before any stream starts, with or without ``snapshot``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ from typing import Any, Final
 from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
+from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
 from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
+from shardstream.spark.ingest.snapshot import check_snapshot_options, load_snapshot
 
 CHECKPOINT_DIR: Final = "_checkpoint"
 APP_PREFIX: Final = "shardstream"
@@ -49,7 +56,12 @@ class IngestSettings:
         trigger_interval: a live run's micro-batch interval.
         strict: the mirror refuses updates of documents it never held.
         optimize_every: compact and checkpoint both tables every this many batches (0: never).
+        snapshot: load the live source's documents as of T0 into both tables first (once),
+            then stream from T0; needs a ``uri`` and no start option.
         crash_at_for_test: SIGKILL the process at this point of this batch (kill tests).
+
+    Raises:
+        ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start.
     """
 
     table: Path
@@ -59,7 +71,12 @@ class IngestSettings:
     trigger_interval: str = "1 second"
     strict: bool = True
     optimize_every: int = DEFAULT_OPTIMIZE_EVERY
+    snapshot: bool = False
     crash_at_for_test: tuple[CrashPoint, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.snapshot:
+            check_snapshot_options(self.source_options)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -105,16 +122,21 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     from shardstream.spark import register
 
     register(spark)
+    if settings.snapshot:
+        progress.totals.snapshot_documents = (
+            load_snapshot(settings.table, settings.source_options, progress.out) or 0
+        )
+    else:
+        complete_mirror(settings.table)
     options, restart = stream_source_options(settings)
     if restart is not None:
         # A checkpoint without offsets holds no progress, but its metadata would give the
         # new query the old query id, hence the old app id, whose batch ids the tables hold
         # already: batches 0, 1, ... would be skipped as replays. A new id is a new app.
-        (settings.checkpoint_path / "metadata").unlink(missing_ok=True)
-        progress.out.write(
-            f"ingest: no checkpoint offsets in {settings.checkpoint_path}; restarting after "
-            f"the tables' lower watermark {restart}\n"
-        )
+        # Its checksum goes too: Spark will not write a metadata file over an old .crc.
+        for name in ("metadata", ".metadata.crc"):
+            (settings.checkpoint_path / name).unlink(missing_ok=True)
+        progress.out.write(_restart_line(settings, restart))
     batches = _BatchWriter(settings, progress)
     events = spark.readStream.format("shardstream").options(**options).load()
     writer = events.writeStream.foreachBatch(batches).option(
@@ -187,6 +209,17 @@ def _checkpoint_app_id(checkpoint: Path) -> str:
             f"expected Spark checkpoint metadata with a query id at {metadata}, got none ({exc})"
         ) from exc
     return f"{APP_PREFIX}:{query_id}"
+
+
+def _restart_line(settings: IngestSettings, restart: str) -> str:
+    time = watermark_cluster_time(restart)
+    snapshot = snapshot_in_changelog(settings.table)
+    if snapshot is not None and snapshot[0] == time:
+        return f"ingest: the stream starts at the snapshot's time {time.time},{time.inc}\n"
+    return (
+        f"ingest: no checkpoint offsets in {settings.checkpoint_path}; restarting after "
+        f"the tables' lower watermark {restart}\n"
+    )
 
 
 def _has_offsets(checkpoint: Path) -> bool:

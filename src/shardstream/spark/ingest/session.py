@@ -31,13 +31,15 @@ def spark_session(master: str, *, app_name: str = "shardstream-ingest") -> Itera
     """A SparkSession for an ingest: the active one if there is one, else a new one.
 
     Only a session started here is stopped on exit (a caller's own session, e.g. a test
-    suite's, stays up).
+    suite's, stays up).  The caller's session counts from any thread: pyspark's "active"
+    session is per thread, and a command run on a worker thread would otherwise take the
+    caller's session from ``getOrCreate`` as its own and stop it.
     """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
+    if SparkContext._active_spark_context is not None:
+        yield SparkSession.active()
         return
     session = build_session(master, app_name=app_name)
     try:

@@ -156,19 +156,24 @@ def initial_offset(spec: SourceSpec) -> StreamOffset:
     """Where a new query starts.
 
     Files and simulated runs start as configured (their start is in the data).  A live
-    cluster without a start option starts at its current time plus one tick, as mongos
-    picks it, pinned as a high-water-mark token so that every replay starts there too.
+    cluster's start is pinned in the offset, so that a restart from a checkpoint holding
+    no event yet starts there again whatever its options (a snapshot's T0 is passed as an
+    option by the first run only): a resume token as itself, ``startAtOperationTime`` T
+    as the high-water-mark token at T (it sorts below T's events), and no start option as
+    the mark at the cluster's current time plus one tick, where mongos starts.
     """
     if spec.kind is SourceKind.LIVE:
         assert spec.uri is not None
         info = discover_cluster(spec.uri)
         names = [shard.name for shard in info.shards]
-        if start_time(spec.stream) is not None:
-            return StreamOffset.initial("", names)
-        now = info.cluster_time
-        pinned = high_water_mark(
-            Timestamp(now.time, now.inc + 1), spec.stream.default_token_version
-        )
+        token = spec.stream.resume_token
+        if token is not None:
+            return StreamOffset.initial(token_text(encode_token(token)), names)
+        at = spec.stream.start_at_operation_time
+        if at is None:
+            now = info.cluster_time
+            at = Timestamp(now.time, now.inc + 1)
+        pinned = high_water_mark(at, spec.stream.default_token_version)
         return StreamOffset.initial(token_text(encode_token(pinned)), names)
     if spec.kind is SourceKind.OPLOG:
         return StreamOffset.initial("", [name for name, _ in spec.oplog_paths])
