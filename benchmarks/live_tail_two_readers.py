@@ -5,7 +5,7 @@ Run: ``.venv/bin/python -m benchmarks.live_tail_two_readers [--rate N] [BENCH AR
 shardstream.bench.emulated 4 0 --write-rate N`` (default 1000) in its own process, then
 ``shardstream bench --uri URI --duration 10 --write-rate 0 ARGS``.
 
-The emulated mongos has no ``aggregate``, so the bench's native row would be unavailable
+The emulated mongos runs no ``$changeStream``, so the bench's native row would be unavailable
 and only one stream would be read: nothing would show whether two concurrent readers
 slow each other down in threads (one GIL) or not in processes.  Here the "native" row is
 **a second shardstream stream** (``MongoClient.watch`` replaced by ``shardstream.watch``,

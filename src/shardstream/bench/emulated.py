@@ -6,10 +6,19 @@ single-node shards; default 4 x 50,000 entries), preloads every shard with the c
 of :mod:`shardstream.bench.corpus` (seed = shard number), prints the mongos URI and the
 ``--start-at-operation-time`` to bench from, and serves until its stdin closes or it is
 interrupted.  Run it as its own process, so that its serving threads do not take the
-GIL of the process being measured.  (The emulated mongos has no ``aggregate``, so
-only shardstream's side of the bench can run against it, and its inserts all land on
-the first shard, so writes are made here, by :func:`write_loop`, spread over the
-shards, for ``bench --write-rate 0 --duration S``.)
+GIL of the process being measured; :func:`preloaded_cluster` is the same cluster
+in-process.
+
+The emulated mongos runs no ``$changeStream``: only shardstream's side of a bench runs
+against it, and the native side is reported unavailable with the server's error.  It takes
+inserts, so ``shardstream bench --uri URI --duration S --write-rate N`` writes through it;
+into an unsharded collection they all land on one shard, and each other shard holds them
+back until its next periodic no-op (every ``--noop-interval`` seconds, later than every
+shard's newest entry, as gossiped cluster time makes a mongod's), so the latency measured
+includes up to that interval: 10 s by default, as on mongod; ``--noop-interval 0.2`` keeps
+it small.
+``--write-rate N`` here writes inside the emulator instead, spread over the shards as a
+hashed shard key would spread them (then bench with ``--write-rate 0``).
 """
 
 from __future__ import annotations
@@ -17,11 +26,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import io
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import bson
@@ -71,15 +81,36 @@ class ClusterClock:
         self._lock = threading.Lock()
         self._last = Timestamp(0, 0)
 
-    def tick(self) -> Timestamp:
-        """The next cluster time (never earlier than one already handed out)."""
+    def tick(self, after: Timestamp | None = None) -> Timestamp:
+        """The next cluster time: later than every one handed out, and than ``after``."""
         with self._lock:
             now = int(time.time())
-            last = self._last
+            last = self._last if after is None else max(self._last, after)
             self._last = (
                 Timestamp(now, 1) if now > last.time else Timestamp(last.time, last.inc + 1)
             )
             return self._last
+
+
+def log_now(
+    shard: EmulatedReplicaSet,
+    clock: ClusterClock,
+    entry: Callable[[Timestamp], Mapping[str, Any]],
+    *,
+    after: Timestamp | None = None,
+) -> Timestamp:
+    """Append ``entry(ts)`` to ``shard``'s oplog at the next cluster time, majority-committed.
+
+    ``ts`` is later than the shard's newest entry and than ``after``.  Chosen and appended
+    under the oplog's lock, under which the emulator's own write path (inserts through
+    mongos) stamps and appends too, so the two writers never log out of order.
+    """
+    with shard.oplog.changed:
+        newest = max((t for t in (shard.oplog.last_ts, after) if t is not None), default=None)
+        ts = clock.tick(after=newest)
+        shard.append(entry(ts))
+        shard.set_majority(ts)
+    return ts
 
 
 def insert_entry(ns: str, document: Mapping[str, Any], ts: Timestamp) -> dict[str, Any]:
@@ -111,25 +142,83 @@ def write_loop(
     period, due, key = 1 / per_second, time.monotonic(), 0
     while not stop.is_set():
         shard = shards[key % len(shards)]
-        ts = clock.tick()
         document: dict[str, Any] = {"_id": key, "sent": time.time()}
         if store:
             shard.insert(ns, document)
-        shard.append(insert_entry(ns, document, ts))
-        shard.set_majority(ts)
+        log_now(shard, clock, functools.partial(insert_entry, ns, document))
         key += 1
         due += period
         stop.wait(max(0.0, due - time.monotonic()))
 
 
 def noop_loop(
-    shard: EmulatedReplicaSet, interval: float, clock: ClusterClock, stop: threading.Event
+    shard: EmulatedReplicaSet,
+    interval: float,
+    clock: ClusterClock,
+    stop: threading.Event,
+    *,
+    cluster: Sequence[EmulatedReplicaSet] = (),
 ) -> None:
-    """A shard's periodic no-op writer (a mongod's ``periodicNoopIntervalSecs``)."""
+    """A shard's periodic no-op writer (a mongod's ``periodicNoopIntervalSecs``).
+
+    Each no-op is later than the newest entry of every shard of ``cluster`` too, as a
+    shard's clock is after the cluster time gossip brought it: so it releases the writes
+    another shard logged meanwhile (inserts through mongos all land on the first shard).
+    """
     while not stop.wait(interval):
-        ts = clock.tick()
-        shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": ts, "t": Int64(1)})
-        shard.set_majority(ts)
+        # Read before taking this shard's lock: each last_ts takes its own shard's lock.
+        newest = max((t for t in (peer.oplog.last_ts for peer in cluster) if t), default=None)
+        log_now(shard, clock, _noop, after=newest)
+
+
+def _noop(ts: Timestamp) -> dict[str, Any]:
+    return {"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": ts, "t": Int64(1)}
+
+
+@contextlib.contextmanager
+def preloaded_cluster(
+    shards: int = 4,
+    entries: int = 50_000,
+    *,
+    write_rate: float = 0.0,
+    namespace: str = BENCH_NAMESPACE,
+    noop_interval: float = 10.0,
+) -> Iterator[EmulatedCluster]:
+    """A running cluster, preloaded, with its no-op writers (and writer) on; stopped after.
+
+    Args:
+        shards: emulated shards.
+        entries: corpus entries preloaded per shard (:func:`preload`).
+        write_rate: inserts/s into ``namespace`` by :func:`write_loop`, spread over the
+            shards (0: none).
+        namespace: where that writer inserts ("db.coll").
+        noop_interval: seconds between each shard's periodic no-ops; a shard that takes
+            no writes holds the others' events back for up to this long (10 on mongod).
+    """
+    with EmulatedCluster(shards=shards) as cluster:
+        preload(cluster, [oplog_bytes(entries, seed=n) for n in range(shards)])
+        clock, stop = ClusterClock(), threading.Event()
+        threads = [
+            threading.Thread(
+                target=noop_loop,
+                args=(shard, noop_interval, clock, stop),
+                kwargs={"cluster": cluster.shards},
+                name=f"noop-{shard.name}",
+            )
+            for shard in cluster.shards
+        ]
+        if write_rate > 0:
+            options = {"ns": namespace, "store": True}
+            writer = (cluster.shards, write_rate, clock, stop)
+            threads.append(threading.Thread(target=write_loop, args=writer, kwargs=options))
+        for thread in threads:
+            thread.start()
+        try:
+            yield cluster
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
 
 
 def main(argv: Sequence[str]) -> int:
@@ -145,19 +234,13 @@ def main(argv: Sequence[str]) -> int:
         "--noop-interval", type=float, default=10.0, metavar="S", help="per shard (10)"
     )
     args = parser.parse_args(argv)
-    with EmulatedCluster(shards=args.shards) as cluster:
-        preload(cluster, [oplog_bytes(args.entries, seed=n) for n in range(args.shards)])
-        clock, stop = ClusterClock(), threading.Event()
-        threads = [
-            threading.Thread(target=noop_loop, args=(shard, args.noop_interval, clock, stop))
-            for shard in cluster.shards
-        ]
-        if args.write_rate > 0:
-            options = {"ns": args.namespace, "store": True}
-            writer = (cluster.shards, args.write_rate, clock, stop)
-            threads.append(threading.Thread(target=write_loop, args=writer, kwargs=options))
-        for thread in threads:
-            thread.start()
+    with preloaded_cluster(
+        args.shards,
+        args.entries,
+        write_rate=args.write_rate,
+        namespace=args.namespace,
+        noop_interval=args.noop_interval,
+    ) as cluster:
         start = f"{CORPUS_START.time},{CORPUS_START.inc}"
         sys.stdout.write(f"{cluster.uri} --start-at-operation-time {start}\n")
         if args.write_rate > 0:
@@ -165,9 +248,6 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.flush()
         with contextlib.suppress(KeyboardInterrupt):
             sys.stdin.read()
-        stop.set()
-        for thread in threads:
-            thread.join()
     return 0
 
 

@@ -10,10 +10,10 @@ the stream - ``sent``; also against the event's ``wallTime`` (the server's clock
 
 ``write_rate=0``: this process does not write; another writer does (``python -m
 shardstream.bench.emulated --write-rate N`` writes inside the emulator, spread over its
-shards, where inserts through its mongos would all land on the first shard). What was
+shards, where inserts through its mongos all land on the first shard). What was
 written in the window is then counted through mongos (``find`` on ``sent``). A native stream
-that cannot be opened is reported unavailable with the server's message. Credentials never
-reach the output.
+that cannot be opened (the emulator runs no ``$changeStream``) is reported unavailable with
+the server's message. Credentials never reach the output.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
@@ -40,6 +41,18 @@ _OPEN_TIMEOUT_S = 120.0  # four spawned tailer processes on a busy 2-core box ta
 _INSERTS_HINT = (
     "; if this mongos takes no insert, write inside the cluster (the emulator: "
     "`python -m shardstream.bench.emulated SHARDS 0 --write-rate N`) and bench with --write-rate 0"
+)
+
+# A bare emulated cluster is not a live one: its shards' oplogs start empty (a mongod's
+# never is) and no periodic no-op moves an idle shard on (a mongod writes one every 10 s).
+# With nothing logged it reports cluster time Timestamp(1, 1), which every later entry
+# falls after (mongod's history check then fails, rightly), and a shard that never logs
+# holds the others' events back for good.
+_EMULATOR_NOTHING_LOGGED = Timestamp(1, 1)
+_EMULATOR_HINT = (
+    "an emulated cluster needs entries in its oplogs and periodic no-ops on its idle shards: "
+    "serve it with `python -m shardstream.bench.emulated SHARDS 0 --noop-interval S` "
+    "(in-process: shardstream.bench.emulated.preloaded_cluster)"
 )
 
 
@@ -130,6 +143,11 @@ def _run(
         except PyMongoError as exc:
             raise ShardstreamError(f"--shard-collection failed: {error_text(exc, uri)}") from exc
     start = cluster_time(client)
+    if emulated and start <= _EMULATOR_NOTHING_LOGGED:
+        raise ShardstreamError(
+            f"expected a cluster that has logged something, got cluster time {start} "
+            f"from an emulator whose shards logged nothing: {_EMULATOR_HINT}"
+        )
     specs = {
         kind: TailSpec(kind, uri, start, namespace, **options) for kind in ("shardstream", "native")
     }
@@ -137,7 +155,7 @@ def _run(
     try:
         opened = pool.wait_opened()
         if "shardstream" not in opened:
-            raise ShardstreamError(f"shardstream stream failed: {pool.errors['shardstream']}")
+            raise _ours_failed(pool.errors["shardstream"], emulated)
         t_open = time.time()
         collection = client[names[0]][names[1]]
         if write_rate > 0:
@@ -154,7 +172,7 @@ def _run(
     finally:
         pool.close()
     if "shardstream" not in results:
-        raise ShardstreamError(f"shardstream stream failed: {pool.errors['shardstream']}")
+        raise _ours_failed(pool.errors["shardstream"], emulated)
     streams = {
         kind: stream_report(results.get(kind), pool.errors.get(kind), set(written), fence, now)
         for kind in specs
@@ -176,6 +194,13 @@ def _run(
         "shard_monitor": options["monitor_shards"],
     } | streams
     return {"header": header(report)} | report
+
+
+def _ours_failed(error: str, emulated: bool) -> ShardstreamError:
+    """Shardstream's stream failed: the reader's (redacted) error, with a hint for an emulator."""
+    if emulated and "ChangeStreamHistoryLost" in error:
+        error += f"; {_EMULATOR_HINT}"
+    return ShardstreamError(f"shardstream stream failed: {error}")
 
 
 def _write(collection: Any, rate: float, duration_s: float, t_open: float, uri: str) -> list[str]:

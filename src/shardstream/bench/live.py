@@ -6,7 +6,7 @@ until caught up with the cluster time taken when the run starts (the window is `
 time)``).  Reported for each: events/s, BSON bytes/s, latency (wall time out of the stream minus
 the event's ``wallTime``: on a replay mostly the pre-fill's age, hence the catch-up time too);
 for shardstream each shard's position.  A native stream that cannot be opened (no privileges;
-the emulator's mongos has no ``aggregate``) is reported unavailable with the server's message.
+the emulator's mongos runs no ``$changeStream``) is reported unavailable with the server's message.
 Credentials never reach the output.
 """
 
