@@ -60,18 +60,22 @@ def test_the_plan_puts_each_write_on_its_document_lane_once_in_order() -> None:
     plan = plan_lanes(segment, 4)
     seen: list[int] = []
     for lane, steps in enumerate(plan):
-        last = -1
+        last_by_doc: dict[bytes, int] = {}
+        last_joint = -1
         for step in steps:
             if isinstance(step, JointRole):
                 lanes = {_lane(write) for write in step.step.writes}
                 assert lane in lanes
                 assert step.runs == (lane == min(lanes))
                 writes = step.step.writes
+                assert writes[0].token["seq"] > last_joint  # joint steps in stream order
+                last_joint = writes[-1].token["seq"]
             else:
                 assert {_lane(write) for write in step} == {lane}
                 writes = step
-            assert writes[0].token["seq"] > last  # in stream order in the lane
-            last = writes[-1].token["seq"]
+            for write in writes:  # each document's writes in stream order in the lane
+                assert write.token["seq"] > last_by_doc.get(write.route, -1)
+                last_by_doc[write.route] = write.token["seq"]
             if not isinstance(step, JointRole) or step.runs:
                 seen += [w.token["seq"] for w in writes]
     assert sorted(seen) == [w.token["seq"] for w in _flat(segment)]  # every write once
@@ -80,6 +84,27 @@ def test_the_plan_puts_each_write_on_its_document_lane_once_in_order() -> None:
     for item in transactions:  # one joint step per transaction, in each of its lanes
         mine = [role for role in roles if role.step.writes is item]
         assert len(mine) == len({_lane(write) for write in item})
+
+
+def test_a_transaction_cuts_a_lane_s_run_only_where_it_follows_its_own_documents() -> None:
+    # One lane: single writes of documents 1-5 around transactions of documents 8 and 9,
+    # then a transaction of document 2, which has a write before it.
+    singles = [_write(doc, seq) for seq, doc in enumerate([1, 2, 3])]
+    segment: list[SegmentItem] = [
+        *singles,
+        [_write(8, 10, txn=1), _write(9, 11, txn=1)],
+        _write(4, 12),
+        [_write(9, 13, txn=2)],
+        _write(5, 14),
+        [_write(2, 15, txn=3), _write(8, 16, txn=3)],
+        _write(1, 17),
+    ]
+    plan = plan_lanes(segment, 1)
+    shape = [
+        [w.token["seq"] for w in (s.step.writes if isinstance(s, JointRole) else s)]
+        for s in plan[0]
+    ]
+    assert shape == [[10, 11], [13], [0, 1, 2, 12, 14], [15, 16], [17]]
 
 
 @pytest.mark.parametrize("seed", range(5))

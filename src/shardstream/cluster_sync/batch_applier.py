@@ -207,11 +207,13 @@ def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:
 
 
 def _by_namespace(writes: list[CrudWrite]) -> list[tuple[Namespace, list[CrudWrite]]]:
-    """Consecutive writes to one namespace, grouped in order (one bulk write each)."""
-    groups: list[tuple[Namespace, list[CrudWrite]]] = []
+    """The writes grouped per namespace, in order within each (one bulk write each).
+
+    Only a document's own writes are ordered, and a document lives in one namespace, so
+    writes to different namespaces need not keep their interleaving; grouping them all
+    (not just consecutive ones) makes one bulk write per namespace, not one per switch.
+    """
+    groups: dict[Namespace, list[CrudWrite]] = {}
     for write in writes:
-        if groups and groups[-1][0] == write.target:
-            groups[-1][1].append(write)
-        else:
-            groups.append((write.target, [write]))
-    return groups
+        groups.setdefault(write.target, []).append(write)
+    return list(groups.items())

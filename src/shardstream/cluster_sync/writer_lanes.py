@@ -51,8 +51,17 @@ LaneStep = list[CrudWrite] | JointRole
 
 
 def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep]]:
-    """Each lane's steps for ``segment``, in stream order."""
+    """Each lane's steps for ``segment``: every document's writes in stream order.
+
+    Only a document's own writes are ordered, so a lane's run of writes is not cut at a
+    transaction that touches none of its documents: the joint step goes before the run
+    (still after the lane's earlier joint steps, so every lane meets them in stream
+    order), and the run stays open for later writes.  Runs stay long, hence few bulk
+    writes, however many small transactions the stream interleaves.
+    """
     plan: list[list[LaneStep]] = [[] for _ in range(lanes)]
+    # Each lane's open run (the last step, a list) and the documents it writes.
+    open_docs: list[set[tuple[Namespace, bytes]] | None] = [None] * lanes
     seeds: dict[Namespace, int] = {}  # one namespace's hash, not one per write
 
     def lane_of(write: CrudWrite) -> int:
@@ -63,16 +72,29 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
 
     for item in segment:
         if isinstance(item, CrudWrite):
-            steps = plan[lane_of(item)]
-            if steps and isinstance(steps[-1], list):
-                steps[-1].append(item)
-            else:
-                steps.append([item])
+            lane = lane_of(item)
+            docs = open_docs[lane]
+            if docs is None:
+                docs = open_docs[lane] = set()
+                plan[lane].append([])
+            run = plan[lane][-1]
+            assert isinstance(run, list)
+            run.append(item)
+            docs.add((item.target, item.route))
             continue
-        involved = sorted({lane_of(write) for write in item})
+        touched: dict[int, set[tuple[Namespace, bytes]]] = {}
+        for write in item:
+            touched.setdefault(lane_of(write), set()).add((write.target, write.route))
+        involved = sorted(touched)
         step = JointStep(item, threading.Barrier(len(involved)))
         for n, lane in enumerate(involved):
-            plan[lane].append(JointRole(step, runs=n == 0))
+            role = JointRole(step, runs=n == 0)
+            docs = open_docs[lane]
+            if docs is not None and docs.isdisjoint(touched[lane]):
+                plan[lane].insert(len(plan[lane]) - 1, role)
+            else:  # the transaction follows writes of its documents: the run ends here
+                plan[lane].append(role)
+                open_docs[lane] = None
     return plan
 
 
