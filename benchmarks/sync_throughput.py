@@ -132,7 +132,7 @@ def every_thread_profiled() -> Iterator[list[cProfile.Profile]]:
         yield profiles
     finally:
         profiles[0].disable()
-        threading.Thread.run = original  # type: ignore[method-assign,assignment]
+        threading.Thread.run = original  # type: ignore[method-assign]
 
 
 def one_sync(source: ClusterProcess, writers: int) -> dict[str, Any]:
