@@ -6,6 +6,13 @@ but the order documents come back in does not), on both sides; where they differ
 ``_id``s that are missing on the target, extra on it, or different.  Both sides are read
 as raw BSON through their routers, so nothing is decoded or re-encoded on the way.
 
+The target is listed too: a non-empty collection there that lies in the image of the scope
+(a name the scope and its ``--map`` rules would write to) but that no source collection
+maps onto is a difference, "only on the target".  Without this, a stray collection a sync
+should have dropped (or never created) would leave ``verify`` saying equal.  Target
+collections outside that image, and the server's and the sync's own databases, are not
+looked at.
+
 Compare at a quiet point (no writes to the source), or with the sync stopped after it
 applied everything up to a common cluster time: a moving source shows the lag as
 differences.
@@ -41,6 +48,8 @@ class NamespaceComparison:
         source_hash / target_hash: the order-independent hashes, as hex.
         missing / extra / different: sample ``_id``s (at most ``SAMPLE_IDS`` each) and,
             in ``*_count``, how many there are in all.
+        only_on_target: ``target`` is a non-empty collection in the scope's image with no
+            source collection; ``source`` is the source name that would map onto it.
     """
 
     source: Namespace
@@ -55,6 +64,7 @@ class NamespaceComparison:
     missing_count: int
     extra_count: int
     different_count: int
+    only_on_target: bool = False
 
     @property
     def equal(self) -> bool:
@@ -78,6 +88,16 @@ class VerifyReport:
         for item in self.namespaces:
             mark = "equal" if item.equal else "DIFFERENT"
             source, target = ".".join(item.source), ".".join(item.target)
+            if item.only_on_target:
+                yield (
+                    f"{mark:9} {target}: only on the target (no source {source}), "
+                    f"{item.target_count} documents, hash {item.target_hash[:16]}"
+                )
+                yield (
+                    f"          only on target: {item.extra_count} "
+                    f"(e.g. _id {', '.join(map(repr, item.extra))})"
+                )
+                continue
             yield (
                 f"{mark:9} {source} -> {target}: {item.source_count} / {item.target_count} "
                 f"documents, hash {item.source_hash[:16]} / {item.target_hash[:16]}"
@@ -95,7 +115,11 @@ class VerifyReport:
 def verify(
     source: MongoClient[Any], target: MongoClient[Any], namespaces: NamespaceMap
 ) -> VerifyReport:
-    """Compare every collection in scope on ``source`` with its mapped target."""
+    """Compare every collection in scope on ``source`` with its mapped target.
+
+    Then every non-empty target collection in the scope's image that no source collection
+    mapped onto is added as a difference (``only_on_target``).
+    """
     compared: list[NamespaceComparison] = []
     for db in sorted(source.list_database_names()):
         if not namespaces.in_scope(db):
@@ -103,7 +127,26 @@ def verify(
         for name in sorted(source[db].list_collection_names(filter={"type": "collection"})):
             if namespaces.in_scope(db, name):
                 compared.append(_compare(source, target, (db, name), namespaces.target(db, name)))
+    mapped_onto = {item.target for item in compared}
+    compared.extend(_only_on_target(target, namespaces, mapped_onto))
     return VerifyReport(tuple(compared))
+
+
+def _only_on_target(
+    target: MongoClient[Any], namespaces: NamespaceMap, mapped_onto: set[Namespace]
+) -> Iterator[NamespaceComparison]:
+    """The target's non-empty collections in the scope's image outside ``mapped_onto``."""
+    for db in sorted(target.list_database_names()):
+        if not namespaces.may_hold_image(db):
+            continue
+        for name in sorted(target[db].list_collection_names(filter={"type": "collection"})):
+            origin = namespaces.source_of(db, name)
+            if origin is None or (db, name) in mapped_onto:
+                continue
+            digests = _digests(target, (db, name))
+            # An empty collection holds no document the source lacks: not a difference.
+            if digests:
+                yield _comparison(origin, (db, name), {}, digests, only_on_target=True)
 
 
 def _digests(client: MongoClient[Any], ns: Namespace) -> dict[bytes, bytes]:
@@ -120,7 +163,17 @@ def _digests(client: MongoClient[Any], ns: Namespace) -> dict[bytes, bytes]:
 def _compare(
     source: MongoClient[Any], target: MongoClient[Any], ns: Namespace, mapped: Namespace
 ) -> NamespaceComparison:
-    left, right = _digests(source, ns), _digests(target, mapped)
+    return _comparison(ns, mapped, _digests(source, ns), _digests(target, mapped))
+
+
+def _comparison(
+    ns: Namespace,
+    mapped: Namespace,
+    left: dict[bytes, bytes],
+    right: dict[bytes, bytes],
+    *,
+    only_on_target: bool = False,
+) -> NamespaceComparison:
     missing = [key for key in left if key not in right]
     extra = [key for key in right if key not in left]
     different = [key for key in left if key in right and left[key] != right[key]]
@@ -137,6 +190,7 @@ def _compare(
         missing_count=len(missing),
         extra_count=len(extra),
         different_count=len(different),
+        only_on_target=only_on_target,
     )
 
 

@@ -86,6 +86,53 @@ class NamespaceMap:
                 return target
         return db
 
+    def may_hold_image(self, db: str) -> bool:
+        """Whether target database ``db`` may hold part of the image of the scope.
+
+        A cheap filter before :meth:`source_of`, which decides per collection: it spares
+        listing the collections of databases the sync never writes to (the server's own,
+        which a restricted user may not be allowed to list, or, with ``--db``, every
+        database but the ones that database and its rules map onto).
+        """
+        if db in _INTERNAL_DBS:
+            return False
+        if self.db is None:
+            return True
+        if self.coll is not None:
+            return db == self.target(self.db, self.coll)[0]
+        renamed_collections = {
+            target.partition(".")[0]
+            for source, target in self.rules
+            if source.partition(".")[0] == self.db and "." in source
+        }
+        return db == self.target_db(self.db) or db in renamed_collections
+
+    def source_of(self, db: str, coll: str) -> Namespace | None:
+        """The in-scope source namespace that lands on target ``db.coll``, if any.
+
+        None means the target namespace is outside the image of the scope: the sync never
+        writes there, so ``verify`` leaves it alone.  Candidates are tried in the order
+        :meth:`target` gives rules precedence (a collection rule, a database rule, the
+        unchanged name) and each is checked by mapping it forward, so a name that a more
+        specific rule sends elsewhere (``shop`` under ``shop=shop_copy``) is not an image.
+        The server's databases and the checkpoint database are never images, whatever a
+        rule says.
+        """
+        if db in _INTERNAL_DBS or coll.startswith("system."):
+            return None
+        candidates: list[Namespace] = []
+        for source, target in self.rules:
+            if target == f"{db}.{coll}":
+                source_db, _, source_coll = source.partition(".")
+                candidates.append((source_db, source_coll))
+            elif target == db:
+                candidates.append((source, coll))
+        candidates.append((db, coll))
+        for candidate in candidates:
+            if self.in_scope(*candidate) and self.target(*candidate) == (db, coll):
+                return candidate
+        return None
+
     def target_collections_of(self, db: str, known: Iterable[str]) -> list[Namespace]:
         """The target namespaces of the source collections ``known`` of ``db`` (for drops)."""
         return [self.target(db, coll) for coll in known if self.in_scope(db, coll)]
