@@ -3,10 +3,14 @@
 A sharded source logs a collection's DDL on every shard that owns it, so the merged
 stream may carry the same ``create`` or ``createIndexes`` more than once; each rule
 therefore accepts "already so" (``NamespaceExists``, an index that exists, a drop of
-something gone). A rename onto a name the target already holds (the copy, read after T0,
-found the collection renamed) drops the old name's replayed remains instead; a rename that
-dropped its target on the source, if it falls before the copy's read, still replaces the
-newer copy with the replayed collection (noted in the README).
+something gone), and a replayed ``createIndexes`` that meets its index's name or key in
+another shape (a later ``collMod``, or a name reused) builds nothing, since the later
+events that shaped it are replayed too. A rename onto a name the target already holds (the
+copy, read after T0, found the collection renamed) drops the old name's replayed remains
+instead; a rename that dropped its target on the source, if it falls before the copy's
+read, still replaces the newer copy with the replayed collection (noted in the README).
+After a kill, a DDL event is replayed only onto the target as it was just before or just
+after it: the batch applier stores a checkpoint on each side of every DDL event.
 
 ``shardCollection`` is applied only with ``--shard-target``: a target whose collections
 stay unsharded is the default, since its topology is the user's choice
@@ -19,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from pymongo import MongoClient
+from pymongo.database import Database
 from pymongo.errors import OperationFailure
 
 from shardstream.cluster_sync.namespace_map import NamespaceMap
@@ -28,6 +33,8 @@ from shardstream.errors import OplogError
 NAMESPACE_EXISTS: Final = 48
 NAMESPACE_NOT_FOUND: Final = 26
 INDEX_NOT_FOUND: Final = 27
+INDEX_OPTIONS_CONFLICT: Final = 85
+INDEX_KEY_SPECS_CONFLICT: Final = 86
 # Options of `create` that describe the collection rather than configure it.
 _NOT_OPTIONS: Final = frozenset({"idIndex"})
 _ALREADY_SO: Final = frozenset({NAMESPACE_EXISTS, NAMESPACE_NOT_FOUND, INDEX_NOT_FOUND})
@@ -65,8 +72,8 @@ def apply_ddl(
             options = {k: v for k, v in description.items() if k not in _NOT_OPTIONS}
             database.command({"create": target_coll, **options})
         elif kind == "createIndexes":
-            indexes = [_index_spec(spec) for spec in description.get("indexes", [])]
-            database.command({"createIndexes": target_coll, "indexes": indexes})
+            for spec in description.get("indexes", []):
+                _create_index(database, target_coll, _index_spec(spec))
         elif kind == "dropIndexes":
             for spec in description.get("indexes", []):
                 database.command({"dropIndexes": target_coll, "index": spec["name"]})
@@ -113,6 +120,21 @@ def _rename(
         # holds the renamed collection, newer than this event. The old name holds only the
         # events replayed since T0 for a collection that was renamed away: drop it.
         client[old[0]].drop_collection(old[1])
+
+
+def _create_index(database: Database[Any], coll: str, spec: Mapping[str, Any]) -> None:
+    # One index per command, so that one index skipped below does not keep the others of
+    # the event from being built.
+    try:
+        database.command({"createIndexes": coll, "indexes": [spec]})
+    except OperationFailure as exc:
+        if exc.code not in (INDEX_OPTIONS_CONFLICT, INDEX_KEY_SPECS_CONFLICT):
+            raise
+        # The name (or key) is taken by an index of another shape: a replay (from a
+        # checkpoint, or from T0 over a copy read later) meets the index as a later event
+        # left it, e.g. a TTL index whose expireAfterSeconds a collMod changed, or a name
+        # dropped and reused for another key. Those later events are replayed too and
+        # leave it as on the source; failing here would stop the sync for good.
 
 
 def _index_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
