@@ -16,16 +16,22 @@ from bson.timestamp import Timestamp
 from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.stream import ChangeStream
 
 
 class ScriptedStream:
-    """Hands out ``events`` one by one, then None; may raise ``failure`` once drained."""
+    """Hands out ``events`` one by one, then None; may raise ``failure`` once drained.
+
+    Its resume token is the last event's, or ``past`` (a postBatchResumeToken) once set
+    and every event is read.
+    """
 
     def __init__(self, events: list[dict[str, Any]], failure: Exception | None = None) -> None:
         self.events = events
         self.failure = failure
         self.read = 0
+        self.past: dict[str, Any] | None = None
 
     def try_next(self) -> dict[str, Any] | None:
         if self.read == len(self.events):
@@ -37,21 +43,34 @@ class ScriptedStream:
 
     @property
     def resume_token(self) -> Mapping[str, Any] | None:
+        if self.past is not None and self.read == len(self.events):
+            return self.past
         return self.events[self.read - 1]["_id"] if self.read else None
 
     def shard_positions(self) -> dict[str, Timestamp | None]:
         return {"shard00": self.events[self.read - 1]["clusterTime"] if self.read else None}
 
 
-def _insert(i: int, db: str = "app") -> dict[str, Any]:
-    return {
-        "_id": {"_data": f"{i:04d}"},
+def _token(time: int) -> dict[str, Any]:
+    """A real token document (a high-water mark) at cluster time (1700000000, time)."""
+    return {"_data": encode_token(high_water_mark(Timestamp(1700000000, time))).data}
+
+
+def _insert(
+    i: int, db: str = "app", *, time: int | None = None, txn: int | None = None
+) -> dict[str, Any]:
+    at = i if time is None else time
+    event: dict[str, Any] = {
+        "_id": _token(at),  # decodable: the reader reads cluster times from tokens
         "operationType": "insert",
-        "clusterTime": Timestamp(1700000000, i),
+        "clusterTime": Timestamp(1700000000, at),
         "ns": {"db": db, "coll": "c"},
         "documentKey": {"_id": i},
         "fullDocument": {"_id": i},
     }
+    if txn is not None:
+        event |= {"lsid": {"id": bytes([txn]) * 16}, "txnNumber": 1}
+    return event
 
 
 def _reader(stream: ScriptedStream, batch_size: int) -> BatchReader:
@@ -107,3 +126,61 @@ def test_close_stops_a_reader_blocked_on_a_full_queue() -> None:
     read = stream.read
     assert read < 99  # it read ahead a little, not the whole stream
     assert stream.read == read  # and reads no more
+
+
+def _keys(batch: Any) -> list[Any]:
+    return [item.model._filter["_id"] for item in batch.items]
+
+
+def test_a_transaction_cut_by_another_shards_event_at_its_time_is_planned_together() -> None:
+    # The merged order at time 2: the transaction's first op, another shard's single
+    # write, the transaction's second op (txnOpIndex sorts before the document key).
+    events = [
+        _insert(1),
+        _insert(10, time=2, txn=7),
+        _insert(20, time=2),
+        _insert(11, time=2, txn=7),
+        _insert(3),
+    ]
+    reader = _reader(ScriptedStream(events), batch_size=10)
+    try:
+        batch = reader.next()
+    finally:
+        reader.close()
+    assert _keys(batch) == [1, 10, 11, 20, 3]
+    assert [item.transaction is not None for item in batch.items] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert (batch.events, batch.token) == (5, events[4]["_id"])
+
+
+def test_held_events_wait_until_the_stream_has_passed_their_time() -> None:
+    events = [_insert(1), _insert(10, time=2, txn=7), _insert(11, time=2, txn=7)]
+    stream = ScriptedStream(events)
+    reader = _reader(stream, batch_size=10)
+    try:
+        first = reader.next()
+        # Nothing later yet: the transaction may have more events at time 2.
+        assert (_keys(first), first.token) == ([1], events[0]["_id"])
+        stream.past = _token(3)  # the postBatchResumeToken moves past time 2
+        released = reader.next()
+        while released.events == 0:  # batches read ahead before it held everything
+            released = reader.next()
+    finally:
+        reader.close()
+    assert (_keys(released), released.token) == ([10, 11], _token(3))
+
+
+def test_a_batch_full_before_a_transaction_ends_keeps_it_whole_for_the_next() -> None:
+    events = [_insert(1), _insert(2), _insert(10, time=3, txn=7), _insert(11, time=3, txn=7)]
+    events += [_insert(4)]
+    reader = _reader(ScriptedStream(events), batch_size=2)
+    try:
+        batches = [reader.next() for _ in range(2)]
+    finally:
+        reader.close()
+    assert [_keys(batch) for batch in batches] == [[1, 2], [10, 11, 4]]

@@ -1,6 +1,6 @@
 """Simulated source -> ``shardstream sync`` -> emulated target: the target ends equal to the
 simulator's true final data, byte for byte, through chunk migrations, multi-shard and
-large transactions, DDL and a copy that overlaps the stream."""
+large transactions, DDL, and a copy that reads documents newer than T0."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from shardstream.cluster_sync import SyncOptions, verify
+from shardstream.cluster_sync import SyncOptions, initial_copy, sync_job, verify
 from shardstream.emulator import EmulatedCluster
 from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource, cluster_state
@@ -88,3 +88,32 @@ def test_a_restarted_sync_resumes_from_its_checkpoint(
         result = second.finish()
         assert result.copied == 0  # the copy was done: the second run only streams
         assert cluster_state(client) == encoded_state(source.result.final_state)
+
+
+def test_a_copy_reading_documents_newer_than_t0_converges_through_the_stream(
+    source: SimulatedSource, target: EmulatedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The source's rest is written right after T0 is taken, before a document is read: the
+    # copy reads every collection as it is at the end (documents updated, deleted, inserted
+    # since T0, options changed), and the stream then replays every event since T0 over
+    # that. Only idempotent rules converge: an insert of a document the copy already
+    # holds, an update's absolute values, a delete of one already gone, DDL already done.
+    taken: list[Any] = []
+
+    def t0_then_the_rest(client: MongoClient[Any]) -> Any:
+        t0 = initial_copy.majority_time(client)
+        if not taken:
+            taken.append(source.feed_rest())
+        return t0
+
+    monkeypatch.setattr(sync_job, "majority_time", t0_then_the_rest)
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
+        running = RunningSync(SyncOptions(source=source.cluster.uri, target=target.uri))
+        wait_for(lambda: taken or running.error, "T0 and the rest written")
+        wait_for(lambda: applied_through(client, taken[0]) or running.error, "the end")
+        result = running.finish()
+        assert result.copied == sum(len(docs) for docs in source.result.final_state.values())
+        assert result.applied >= source.events_after_cut  # replayed over the newer copy
+        assert cluster_state(client) == encoded_state(source.result.final_state)
+    assert verify(source.cluster.uri, target.uri).equal

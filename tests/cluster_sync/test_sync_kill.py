@@ -15,6 +15,7 @@ import pytest
 from pymongo import MongoClient
 
 from shardstream.emulator import EmulatedCluster, EmulatedNode, Stall
+from shardstream.resume_token import decode_token_document
 from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource, cluster_state
 from tests.cluster_sync.conftest import applied_through, checkpoint, wait_for
@@ -121,3 +122,32 @@ def test_credentials_in_the_uris_never_reach_the_output(target: EmulatedCluster)
     assert result.returncode == 1
     assert "s3cret" not in result.stdout + result.stderr
     assert "shardstream sync:" in result.stderr
+
+
+def test_ctrl_c_stops_after_the_batch_in_flight_is_acknowledged_and_checkpointed(
+    source: SimulatedSource, target: EmulatedCluster
+) -> None:
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
+        process = _sync(source.cluster.uri, target.uri)
+        wait_for(lambda: (checkpoint(client) or {}).get("phase") == "stream", "phase 2")
+        # The stream's next write is held by the target: a batch is in flight at Ctrl-C.
+        target.mongos.stall_next("update", 2.0)
+        end = source.feed_rest()
+        wait_for(lambda: not len(target.mongos.faults), "a batch in flight")
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        assert "stopping after the batch in flight" in err
+        assert "sync stopped:" in err
+        stopped = checkpoint(client)
+        assert stopped is not None
+        # Nothing past the cut was there before the feed: the batch in flight was applied
+        # and checkpointed before the sync stopped.
+        assert decode_token_document(stopped["token"]).cluster_time > source.cut
+        # The same command carries on from there to the end.
+        process = _sync(source.cluster.uri, target.uri, "--idle-exit", "2")
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert applied_through(client, end)
+        assert cluster_state(client) == encoded_state(source.result.final_state)

@@ -46,7 +46,7 @@ def test_one_collection_in_scope_syncs_only_it(
     assert cluster_state(target_client) == {("shop", "users"): final[("shop", "users")]}
 
 
-def test_a_unique_index_only_the_target_has_stops_the_sync_naming_key_and_token(
+def test_a_unique_index_only_the_target_has_stops_the_copy_naming_namespace_and_key(
     source: SimulatedSource, target: EmulatedCluster, target_client: MongoClient[Any]
 ) -> None:
     target_client.shop.command(

@@ -15,8 +15,7 @@ backoff for ``retry_for_s`` seconds, without reordering anything.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Final, TypeVar
@@ -24,20 +23,19 @@ from typing import Any, Final, TypeVar
 from pymongo import MongoClient
 from pymongo.client_session import ClientSession
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.cluster_sync.writer_lanes import SegmentItem, plan_lanes, run_lanes
 from shardstream.errors import ShardstreamError
-from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify
 
 DUPLICATE_KEY: Final = 11000
 MAJORITY: Final = WriteConcern("majority")
 CONFLICT_POLICIES: Final = ("fail", "overwrite", "skip")
-_BACKOFF: Final = RetryPolicy(initial_backoff=0.1, max_backoff=5.0)  # its delays only
 _T = TypeVar("_T")
 
 
@@ -57,7 +55,7 @@ class BatchApplier:
         transactions: bool = True,
         on_conflict: str = "fail",
         shard_target: bool = False,
-        retry_for_s: float = 300.0,
+        retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
         """Create the writer pool.
 
@@ -89,15 +87,29 @@ class BatchApplier:
         """Stop the writer threads."""
         self._pool.shutdown(wait=True)
 
-    def apply(self, items: Sequence[CrudWrite | DdlChange]) -> None:
-        """Apply ``items`` in stream order; return once the target acknowledged them all."""
+    def apply(
+        self,
+        items: Sequence[CrudWrite | DdlChange],
+        checkpoint: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        """Apply ``items`` in stream order; return once the target acknowledged them all.
+
+        ``checkpoint(token)`` stores a resume token; it is called on each side of a DDL
+        event (after the writes before it, then after it), so a run killed around a DDL
+        event replays it onto the target exactly as it was just before or just after it.
+        Replayed over later writes instead, a rename with ``dropTarget`` would drop the
+        renamed collection for one recreated by the replayed writes to its old name.
+        """
         segment: list[SegmentItem] = []
+        before: Mapping[str, Any] | None = None  # the token of the last item applied
         position = 0
         while position < len(items):
             item = items[position]
             if isinstance(item, DdlChange):
                 self._parallel(segment)
                 segment = []
+                if checkpoint is not None and before is not None:
+                    checkpoint(before)
                 self._retrying(
                     partial(
                         apply_ddl,
@@ -107,15 +119,22 @@ class BatchApplier:
                         shard_target=self._shard_target,
                     )
                 )
+                before = item.event["_id"]
+                if checkpoint is not None:
+                    checkpoint(before)
                 position += 1
-            elif item.transaction is not None and self._transactions:
+                continue
+            if item.transaction is not None and self._transactions:
                 end = position
                 while end < len(items) and _same_transaction(items[end], item):
                     end += 1
-                segment.append([w for w in items[position:end] if isinstance(w, CrudWrite)])
+                writes = [w for w in items[position:end] if isinstance(w, CrudWrite)]
+                segment.append(writes)
+                before = writes[-1].token
                 position = end
             else:
                 segment.append(item)
+                before = item.token
                 position += 1
         self._parallel(segment)
 
@@ -163,8 +182,13 @@ class BatchApplier:
         return index, key
 
     def _transaction(self, writes: list[CrudWrite]) -> None:
+        # The namespace group being written: a BulkWriteError's index counts in it, not
+        # in the whole transaction, so a conflict is reported with the refused write.
+        current: list[tuple[Namespace, list[CrudWrite]]] = []
+
         def body(session: ClientSession) -> None:
             for target, group in _by_namespace(writes):
+                current[:] = [(target, group)]
                 self._collection(target).bulk_write(
                     [w.model for w in group], ordered=True, session=session
                 )
@@ -177,8 +201,8 @@ class BatchApplier:
             self._retrying(run)
         except BulkWriteError as exc:
             if self._on_conflict == "fail":
-                target = writes[0].target
-                self._conflict(target, writes, exc)
+                target, group = current[0] if current else (writes[0].target, writes)
+                self._conflict(target, group, exc)
             # Under a conflict policy the transaction's writes go one by one instead.
             for target, group in _by_namespace(writes):
                 self._bulk(target, group)
@@ -187,19 +211,7 @@ class BatchApplier:
         return self._client[target[0]].get_collection(target[1], write_concern=MAJORITY)
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
-        # The tailers' classification: network errors, elections and timeouts heal, a
-        # refused login or any other server error does not.
-        deadline = time.monotonic() + self._retry_for_s
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except PyMongoError as exc:
-                attempt += 1
-                delay = _BACKOFF.delay(attempt)
-                if classify(exc) is not Verdict.RETRY or time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay)
+        return retrying(call, self._retry_for_s)
 
 
 def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:

@@ -7,6 +7,14 @@ plans batch n+1 while batch n is applied.  Each :class:`PlannedBatch` carries th
 token and shard positions as they were right after its last event, so the checkpoint
 stored once it is applied names exactly what was applied; a batch read ahead but never
 applied (the sync stopped) is not checkpointed, and is read again on the next run.
+
+A batch never ends inside a source transaction, or the target would commit it in two
+parts. A transaction's events share its commit time, but the merged stream may interleave
+another shard's events at that same time (the sort key's ``txnOpIndex`` comes before the
+document key): so from a transaction's first event on, the events of its time are held
+until the time is complete, then released with each transaction's events together. Until
+then the batch's checkpoint stops before them. A transaction that ends the stream's
+activity waits for the next event or no-op (``--idle-noop-interval`` shortens that).
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from typing import Any, Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange, plan_event
+from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange, plan_event, transaction_of
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream
 
 AHEAD: Final = 1  # batches read ahead of the one being applied
@@ -49,6 +58,12 @@ class BatchReader:
         self._batch_size = batch_size
         self._ready: queue.Queue[PlannedBatch | BaseException] = queue.Queue(AHEAD)
         self._halt = threading.Event()
+        # From a transaction's first event on, the events of its cluster time are held
+        # until that time is complete (a later event, or the stream's postBatchResumeToken
+        # past it): a batch never ends inside a transaction, which the target commits as
+        # one, and another shard's events at the same time cannot cut it in two.
+        self._held: list[Mapping[str, Any]] = []
+        self._held_time: Timestamp | None = None
         self._thread = threading.Thread(target=self._run, name="shardstream-sync-read")
         self._thread.daemon = True
         self._thread.start()
@@ -86,16 +101,70 @@ class BatchReader:
 
     def _read(self) -> PlannedBatch:
         stream = self._stream
-        items: list[CrudWrite | DdlChange] = []
-        events = 0
-        last_time: Timestamp | None = None
-        while events < self._batch_size and not self._halt.is_set():
+        batch = _BatchBuilder(self._namespaces)
+        while batch.events < self._batch_size and not self._halt.is_set():
             event = stream.try_next()
             if event is None:
+                if self._held and self._released_past(self._held_time):
+                    batch.take(*self._release())
                 break
-            events += 1
-            last_time = event.get("clusterTime", last_time)
-            item = plan_event(event, self._namespaces)
+            time = event.get("clusterTime")
+            if self._held and time != self._held_time:  # later: the held time is complete
+                batch.take(*self._release())
+            if self._held or transaction_of(event) is not None:
+                if not self._held:
+                    self._held_time = time
+                self._held.append(event)
+            else:
+                batch.take([event], event["_id"])
+        # While events are held, the checkpoint may not pass the first of them.
+        token = batch.token if self._held else stream.resume_token
+        return PlannedBatch(
+            batch.items, batch.events, batch.last_time, token, stream.shard_positions()
+        )
+
+    def _release(self) -> tuple[list[Mapping[str, Any]], Mapping[str, Any]]:
+        """The held events, each transaction's together, and the last one's token.
+
+        They share one cluster time, so they come from different shards' concurrent
+        writes (a document lives on one shard): regrouping them keeps every document's
+        order.  Each group goes where its first event was; the token is the last event's
+        in stream order, which every held event sorts at or below.
+        """
+        held, self._held = self._held, []
+        self._held_time = None
+        groups: dict[Any, list[Mapping[str, Any]]] = {}  # in order of first appearance
+        for n, event in enumerate(held):
+            groups.setdefault(transaction_of(event) or n, []).append(event)
+        ordered = [event for group in groups.values() for event in group]
+        return ordered, held[-1]["_id"]
+
+    def _released_past(self, time: Timestamp | None) -> bool:
+        """Whether the stream has released everything at cluster time ``time``."""
+        token = self._stream.resume_token
+        return (
+            time is not None
+            and token is not None
+            and (decode_token_document(token).cluster_time > time)
+        )
+
+
+class _BatchBuilder:
+    """One batch's planned writes, event count, last time and last event token."""
+
+    def __init__(self, namespaces: NamespaceMap) -> None:
+        self.namespaces = namespaces
+        self.items: list[CrudWrite | DdlChange] = []
+        self.events = 0
+        self.last_time: Timestamp | None = None
+        self.token: Mapping[str, Any] | None = None
+
+    def take(self, events: list[Mapping[str, Any]], token: Mapping[str, Any]) -> None:
+        """Plan ``events``; ``token`` is the one after all of them (the stream's last)."""
+        for event in events:
+            self.events += 1
+            self.last_time = event.get("clusterTime", self.last_time)
+            item = plan_event(event, self.namespaces)
             if item is not None:
-                items.append(item)
-        return PlannedBatch(items, events, last_time, stream.resume_token, stream.shard_positions())
+                self.items.append(item)
+        self.token = token

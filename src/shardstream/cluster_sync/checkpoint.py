@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
 from bson.timestamp import Timestamp
@@ -26,6 +27,7 @@ from pymongo import MongoClient
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.namespace_map import CHECKPOINT_DB
+from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.errors import ConfigurationError
 
 CHECKPOINT_COLLECTION: Final = "checkpoints"
@@ -50,12 +52,21 @@ class Checkpoint:
 class CheckpointStore:
     """Reads and writes one sync's checkpoint in the target."""
 
-    def __init__(self, client: MongoClient[Any], sync_id: str, *, source: str) -> None:
-        """Args: the target client, the sync's id, and the source as shown (redacted)."""
+    def __init__(
+        self,
+        client: MongoClient[Any],
+        sync_id: str,
+        *,
+        source: str,
+        retry_for_s: float = DEFAULT_RETRY_FOR_S,
+    ) -> None:
+        """Args: the target client, the sync's id, the source as shown (redacted), and how
+        long a save is retried while the target is away."""
         database = client.get_database(CHECKPOINT_DB, write_concern=WriteConcern("majority"))
         self._collection = database[CHECKPOINT_COLLECTION]
         self.sync_id = sync_id
         self._source = source
+        self.retry_for_s = retry_for_s
 
     def load(self) -> Checkpoint | None:
         """The stored checkpoint, or None for a new sync.
@@ -77,7 +88,14 @@ class CheckpointStore:
         return Checkpoint(phase, t0, token)
 
     def save(self, checkpoint: Checkpoint) -> None:
-        """Store ``checkpoint`` (acknowledged by a majority before this returns)."""
+        """Store ``checkpoint`` (acknowledged by a majority before this returns).
+
+        Retried while the target is away, as the batch's writes were: a batch applied but
+        not checkpointed would only be applied again on restart, but the sync would stop.
+        """
+        retrying(partial(self._replace, checkpoint), self.retry_for_s)
+
+    def _replace(self, checkpoint: Checkpoint) -> None:
         self._collection.replace_one(
             {"_id": self.sync_id},
             {

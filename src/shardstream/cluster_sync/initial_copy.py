@@ -26,6 +26,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Final
 
 from bson.codec_options import CodecOptions
@@ -48,6 +49,7 @@ from shardstream.cluster_sync.shard_target import (
     sharded_collections,
     unsharded_notice,
 )
+from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.errors import OplogError
 
 COPY_BATCH: Final = 1000
@@ -135,6 +137,7 @@ def copy_collections(
     shard_target: bool = False,
     report: Callable[[str], None] | None = None,
     at: Timestamp | None = None,
+    retry_for_s: float = DEFAULT_RETRY_FOR_S,
 ) -> list[SourceCollection]:
     """Create, fill and index every target collection in scope; return what was copied.
 
@@ -144,6 +147,8 @@ def copy_collections(
         range_docs: the documents of one ``_id`` range, at least (see module docstring).
         shard_target: shard what is sharded on the source alike on the target first.
         report: receives the notice for each sharded collection landing unsharded.
+        retry_for_s: how long a batch's insert is retried while the target is away
+            (inserting a batch again is harmless: a document already there is replaced).
 
     Raises:
         SyncConflict: a target collection already holds data on a new sync (and
@@ -187,7 +192,7 @@ def copy_collections(
                 progress,
                 stopping,
                 batch,
-                on_conflict,
+                partial(_retried_insert, on_conflict=on_conflict, retry_for_s=retry_for_s),
                 at,
             )
             for c, piece in pieces
@@ -199,6 +204,30 @@ def copy_collections(
         if unique:
             _create_indexes(target, namespaces.target(*collection.ns), unique)
     return collections
+
+
+def refuse_targets_holding_data(
+    source: MongoClient[Any], target: MongoClient[Any], namespaces: NamespaceMap
+) -> None:
+    """Before a new sync writes anything: every target namespace in scope must be empty.
+
+    Checked before the copy's checkpoint is stored: refused later, a rerun of the same
+    command would find that checkpoint and resume "its" copy over the old data.
+
+    Raises:
+        SyncConflict: naming the first target namespace that holds a document.
+    """
+    for collection in source_collections(source, namespaces):
+        if collection.kind == "collection":
+            _refuse_if_held(target, *namespaces.target(*collection.ns))
+
+
+def _refuse_if_held(target: MongoClient[Any], db: str, name: str) -> None:
+    if target[db][name].find_one() is not None:
+        raise SyncConflict(
+            f"the target namespace {db}.{name} already holds data; a new sync expects "
+            "it empty (pass --on-conflict overwrite or skip to copy into it anyway)"
+        )
 
 
 def _create(
@@ -215,11 +244,8 @@ def _create(
     except OperationFailure as exc:
         if exc.code != NAMESPACE_EXISTS:
             raise
-        if not restarting and on_conflict == "fail" and target[db][name].find_one() is not None:
-            raise SyncConflict(
-                f"the target namespace {db}.{name} already holds data; a new sync expects "
-                "it empty (pass --on-conflict overwrite or skip to copy into it anyway)"
-            ) from exc
+        if not restarting and on_conflict == "fail":
+            _refuse_if_held(target, db, name)
     plain = [spec for spec in collection.indexes if not spec.get("unique")]
     if collection.kind == "collection" and plain:
         _create_indexes(target, (db, name), plain)
@@ -262,7 +288,7 @@ def _copy_documents(
     progress: CopyProgress,
     stopping: Callable[[], bool],
     size: int,
-    on_conflict: str,
+    insert: Callable[[Any, list[RawBSONDocument]], None],
     at: Timestamp | None,
 ) -> None:
     if stopping():
@@ -281,14 +307,20 @@ def _copy_documents(
         for document in reader.find(piece, batch_size=size, session=session):
             batch.append(document)
             if len(batch) >= size:
-                _insert(writer, batch, on_conflict)
+                insert(writer, batch)
                 progress.add(len(batch))
                 batch = []
                 if stopping():
                     return
     if batch:
-        _insert(writer, batch, on_conflict)
+        insert(writer, batch)
         progress.add(len(batch))
+
+
+def _retried_insert(
+    writer: Any, batch: list[RawBSONDocument], *, on_conflict: str, retry_for_s: float
+) -> None:
+    retrying(partial(_insert, writer, batch, on_conflict), retry_for_s)
 
 
 def _insert(writer: Any, batch: list[RawBSONDocument], on_conflict: str) -> None:

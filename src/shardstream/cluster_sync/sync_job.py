@@ -29,9 +29,11 @@ from shardstream.cluster_sync.initial_copy import (
     CopyProgress,
     copy_collections,
     majority_time,
+    refuse_targets_holding_data,
 )
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.sync_progress import SyncProgress
+from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S
 from shardstream.errors import ChangeStreamHistoryLost
 from shardstream.oplog.redaction import redact_uri
 from shardstream.stream import ChangeStream, watch
@@ -79,7 +81,7 @@ class SyncOptions:
     copy_batch: int = COPY_BATCH
     copy_range_docs: int = COPY_RANGE_DOCS
     idle_exit_s: float | None = None
-    retry_for_s: float = 300.0
+    retry_for_s: float = DEFAULT_RETRY_FOR_S
     idle_noop_interval_s: float | None = None
     start_at: Timestamp | None = None
     restart: bool = False
@@ -130,10 +132,19 @@ class SyncJob:
 
     def _run(self, source: MongoClient[Any], target: MongoClient[Any]) -> SyncResult:
         options = self.options
-        store = CheckpointStore(target, options.sync_id, source=redact_uri(options.source))
+        store = CheckpointStore(
+            target,
+            options.sync_id,
+            source=redact_uri(options.source),
+            retry_for_s=options.retry_for_s,
+        )
+        checkpoint = None if options.restart else store.load()
+        if checkpoint is None and options.start_at is None and options.on_conflict == "fail":
+            # Before anything is stored: a new copy refused later would leave its own
+            # checkpoint (or none, after --restart) for a rerun to resume over old data.
+            refuse_targets_holding_data(source, target, options.namespaces)
         if options.restart:
             store.clear()
-        checkpoint = store.load()
         progress = SyncProgress(self._report)
         copied = CopyProgress()
         if checkpoint is None and options.start_at is not None:
@@ -143,21 +154,23 @@ class SyncJob:
             t0 = majority_time(source) if checkpoint is None else checkpoint.t0
             store.save(Checkpoint("copy", t0))
             progress.phase("copy", copied)
-            copy_collections(
-                source,
-                target,
-                options.namespaces,
-                readers=options.copy_readers,
-                on_conflict=options.on_conflict,
-                restarting=checkpoint is not None,
-                progress=copied,
-                stopping=self._stopping.is_set,
-                batch=options.copy_batch,
-                range_docs=options.copy_range_docs,
-                shard_target=options.shard_target,
-                report=self._report,
-                at=t0,
-            )
+            with progress.ticking():
+                copy_collections(
+                    source,
+                    target,
+                    options.namespaces,
+                    readers=options.copy_readers,
+                    on_conflict=options.on_conflict,
+                    restarting=checkpoint is not None,
+                    progress=copied,
+                    stopping=self._stopping.is_set,
+                    batch=options.copy_batch,
+                    range_docs=options.copy_range_docs,
+                    shard_target=options.shard_target,
+                    report=self._report,
+                    at=t0,
+                    retry_for_s=options.retry_for_s,
+                )
             if self._stopping.is_set():
                 return SyncResult(copied.copied, 0, 0, None, t0)
             checkpoint = Checkpoint("stream", t0)
@@ -175,6 +188,13 @@ class SyncJob:
         progress.phase("stream", copied)
         try:
             applied, token = self._stream(store, checkpoint, applier, progress)
+        except ChangeStreamHistoryLost as exc:
+            # Raised by watch() or, later, by a shard's reader (the check of a shard's
+            # oldest entry runs on its tailer thread): either way the hint belongs here.
+            raise ChangeStreamHistoryLost(
+                f"{exc}; the sync's checkpoint is no longer in the source's oplog, so a new "
+                "initial copy is needed (shardstream sync --restart)"
+            ) from exc
         finally:
             applier.close()
         return SyncResult(copied.copied, applied, applier.conflicts, token, checkpoint.t0)
@@ -185,21 +205,15 @@ class SyncJob:
             if checkpoint.token is not None
             else {"start_at_operation_time": checkpoint.t0}
         )
-        try:
-            # The URI, not the client: the shards' connections need its credentials.
-            return watch(
-                self.options.source,
-                show_expanded_events=True,
-                show_raw_update_description=True,
-                batch_size=self.options.batch_size,
-                max_await_time_ms=200,
-                **start,
-            )
-        except ChangeStreamHistoryLost as exc:
-            raise ChangeStreamHistoryLost(
-                f"{exc}; the sync's checkpoint is no longer in the source's oplog, so a new "
-                "initial copy is needed (shardstream sync --restart)"
-            ) from exc
+        # The URI, not the client: the shards' connections need its credentials.
+        return watch(
+            self.options.source,
+            show_expanded_events=True,
+            show_raw_update_description=True,
+            batch_size=self.options.batch_size,
+            max_await_time_ms=200,
+            **start,
+        )
 
     def _stream(
         self,
@@ -219,10 +233,14 @@ class SyncJob:
                 cleanup.callback(nudger.close)
             # Batch n+1 is read and planned while batch n is applied.
             reader = BatchReader(stream, namespaces, self.options.batch_size)
+
+            def save(at: Mapping[str, Any]) -> None:  # around DDL events, inside a batch
+                store.save(Checkpoint("stream", checkpoint.t0, at))
+
             cleanup.callback(reader.close)
             while not self._stopping.is_set():
                 batch = reader.next()
-                applier.apply(batch.items)
+                applier.apply(batch.items, checkpoint=save)
                 applied += batch.events
                 if batch.token is not None and batch.token != token:
                     token = batch.token

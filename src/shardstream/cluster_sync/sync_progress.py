@@ -9,8 +9,10 @@ back by up to that interval.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from bson.timestamp import Timestamp
@@ -40,6 +42,28 @@ class SyncProgress:
         """Enter phase ``name`` (``copy`` or ``stream``)."""
         self._phase, self._copy = name, copy
         self._emit(force=True)
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        """Write the line every ``REPORT_EVERY_S`` while the block runs, and once at its end.
+
+        For the copy, whose readers only count documents: without it the only copy line
+        would be the one written as the copy starts, before any total is known.
+        """
+        done = threading.Event()
+
+        def tick() -> None:
+            while not done.wait(REPORT_EVERY_S):  # bounded by the block's end
+                self._emit(force=True)
+
+        thread = threading.Thread(target=tick, name="shardstream-sync-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+            self._emit(force=True)
 
     def batch(
         self,

@@ -116,6 +116,15 @@ class FaultMethods:
         """
         self.faults.add("getMore", Hangup())
 
+    def hang_up_next(self, command: str, times: int = 1) -> None:
+        """Close the connection instead of answering the next ``times`` ``command``s.
+
+        The command is not run: a node that went away before it arrived. pymongo retries
+        a retryable write once by itself, so ``times`` >= 2 reaches the caller.
+        """
+        for _ in range(times):
+            self.faults.add(command, Hangup())
+
     def fail_next(
         self, command: str, code: int, code_name: str, labels: Sequence[str] = ()
     ) -> None:
