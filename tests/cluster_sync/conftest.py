@@ -12,7 +12,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 from shardstream.cluster_sync import SyncJob, SyncOptions, SyncResult
-from shardstream.emulator import EmulatedCluster
+from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.resume_token import decode_token_document
 from shardstream.sim import SimulationConfig
 from shardstream.sim.emulated_source import SimulatedSource
@@ -64,7 +64,7 @@ class RunningSync:
 
 
 def sync_to_the_end(
-    source: SimulatedSource, target: EmulatedCluster, **options: Any
+    source: SimulatedSource, target: EmulatedCluster | EmulatedReplicaSet, **options: Any
 ) -> RunningSync:
     """Start a sync, feed the source's rest once the copy is done, wait until all is applied.
 

@@ -10,7 +10,7 @@ import pytest
 from pymongo import MongoClient
 
 from shardstream.cluster_sync import SyncOptions, initial_copy, sync_job, verify
-from shardstream.emulator import EmulatedCluster
+from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource, cluster_state
 from tests.cluster_sync.conftest import (
@@ -117,3 +117,15 @@ def test_a_copy_reading_documents_newer_than_t0_converges_through_the_stream(
         assert result.applied >= source.events_after_cut  # replayed over the newer copy
         assert cluster_state(client) == encoded_state(source.result.final_state)
     assert verify(source.cluster.uri, target.uri).equal
+
+
+def test_a_replica_set_target_ends_with_the_sources_true_final_data(
+    source: SimulatedSource,
+) -> None:
+    # The target need not be sharded: the sync writes through any primary.
+    with EmulatedReplicaSet("target") as replica_set:
+        result = sync_to_the_end(source, replica_set).finish()
+        client: MongoClient[Any] = MongoClient(replica_set.uri)
+        with client:
+            assert cluster_state(client) == encoded_state(source.result.final_state)
+    assert result.applied > 0
