@@ -129,3 +129,17 @@ def test_a_replica_set_target_ends_with_the_sources_true_final_data(
         with client:
             assert cluster_state(client) == encoded_state(source.result.final_state)
     assert result.applied > 0
+
+
+def test_a_verify_once_caught_up_after_the_copy_finds_the_copy_equal(
+    source: SimulatedSource, target: EmulatedCluster
+) -> None:
+    # The source holds still from the cut until the feed, and after it: whenever the
+    # stream first finds nothing ready after the copy, the target must equal the source.
+    running = sync_to_the_end(source, target, verify_after_copy=True)
+    result = running.finish()
+    assert result.copy_verify is not None
+    assert result.copy_verify.equal
+    lines = [line for line in running.lines if line.startswith("verify, caught up")]
+    assert lines
+    assert lines[-1] == "verify, caught up after the copy: verify: equal"

@@ -110,7 +110,10 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="forget the checkpoint and start with a new initial copy",
     )
     sync.add_argument(
-        "--verify", action="store_true", help="compare source and target when the sync stops"
+        "--verify",
+        action="store_true",
+        help="compare source and target once the stream has caught up after a copy (a "
+        "report on stderr), and again when the sync stops (its exit code)",
     )
     sync.set_defaults(handler=_run_sync)
     verify = commands.add_parser(
@@ -145,6 +148,7 @@ def _run_sync(args: argparse.Namespace) -> int:
             idle_noop_interval_s=args.idle_noop_interval,
             start_at=args.start_at_operation_time,
             restart=args.restart,
+            verify_after_copy=args.verify,
         )
         job = SyncJob(options, report=lambda line: print(line, file=sys.stderr, flush=True))
 

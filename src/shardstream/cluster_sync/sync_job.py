@@ -22,6 +22,7 @@ from pymongo import MongoClient
 from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
+from shardstream.cluster_sync.compare_clusters import VerifyReport, verify
 from shardstream.cluster_sync.idle_noop import IdleShardNudger
 from shardstream.cluster_sync.initial_copy import (
     COPY_BATCH,
@@ -66,6 +67,9 @@ class SyncOptions:
         restart: forget the stored checkpoint first (a new initial copy).
         start_at: skip the initial copy and stream from this cluster time (the target
             already holds the source's data as of it, e.g. restored from a backup).
+        verify_after_copy: once the stream has first caught up after this run's copy
+            (a batch found nothing ready), compare source and target (``verify``) and
+            report it; exact when the source was quiet meanwhile.
     """
 
     source: str
@@ -85,6 +89,7 @@ class SyncOptions:
     idle_noop_interval_s: float | None = None
     start_at: Timestamp | None = None
     restart: bool = False
+    verify_after_copy: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,6 +101,7 @@ class SyncResult:
     conflicts: int
     token: Mapping[str, Any] | None
     t0: Timestamp
+    copy_verify: VerifyReport | None = None  # with ``verify_after_copy``, once caught up
 
 
 class SyncJob:
@@ -150,7 +156,8 @@ class SyncJob:
         if checkpoint is None and options.start_at is not None:
             checkpoint = Checkpoint("stream", options.start_at)
             store.save(checkpoint)
-        if checkpoint is None or checkpoint.phase == "copy":
+        copied_now = checkpoint is None or checkpoint.phase == "copy"
+        if copied_now:
             t0 = majority_time(source) if checkpoint is None else checkpoint.t0
             store.save(Checkpoint("copy", t0))
             progress.phase("copy", copied)
@@ -175,6 +182,7 @@ class SyncJob:
                 return SyncResult(copied.copied, 0, 0, None, t0)
             checkpoint = Checkpoint("stream", t0)
             store.save(checkpoint)
+        assert checkpoint is not None  # loaded, or stored by the copy just done
         writers = options.writers or len(source.admin.command("listShards")["shards"])
         applier = BatchApplier(
             target,
@@ -186,8 +194,18 @@ class SyncJob:
             retry_for_s=options.retry_for_s,
         )
         progress.phase("stream", copied)
+        checks: list[VerifyReport] = []
+
+        def verify_caught_up() -> None:
+            report = verify(source, target, options.namespaces)
+            checks.append(report)
+            for line in report.lines():
+                if self._report is not None:
+                    self._report(f"verify, caught up after the copy: {line}")
+
+        after_copy = verify_caught_up if options.verify_after_copy and copied_now else None
         try:
-            applied, token = self._stream(store, checkpoint, applier, progress)
+            applied, token = self._stream(store, checkpoint, applier, progress, after_copy)
         except ChangeStreamHistoryLost as exc:
             # Raised by watch() or, later, by a shard's reader (the check of a shard's
             # oldest entry runs on its tailer thread): either way the hint belongs here.
@@ -197,7 +215,10 @@ class SyncJob:
             ) from exc
         finally:
             applier.close()
-        return SyncResult(copied.copied, applied, applier.conflicts, token, checkpoint.t0)
+        copy_verify = checks[0] if checks else None
+        return SyncResult(
+            copied.copied, applied, applier.conflicts, token, checkpoint.t0, copy_verify
+        )
 
     def _open(self, checkpoint: Checkpoint) -> ChangeStream:
         start: dict[str, Any] = (
@@ -221,6 +242,7 @@ class SyncJob:
         checkpoint: Checkpoint,
         applier: BatchApplier,
         progress: SyncProgress,
+        after_copy: Callable[[], None] | None,
     ) -> tuple[int, Mapping[str, Any] | None]:
         namespaces = self.options.namespaces
         applied = 0
@@ -248,6 +270,9 @@ class SyncJob:
                 progress.batch(batch.events, batch.last_time, batch.positions)
                 if nudger is not None:
                     nudger.check(batch.positions)
+                if not batch.events and after_copy is not None:
+                    after_copy()  # nothing ready: the stream has caught up with the copy
+                    after_copy = None
                 if batch.events:
                     idle_since = time.monotonic()
                 elif self._idle_for(idle_since):
