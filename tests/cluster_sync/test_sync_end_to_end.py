@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from shardstream.cluster_sync import SyncOptions, initial_copy, sync_job, verify
+from shardstream.cluster_sync import SyncOptions, source_catalog, sync_job, verify
 from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource, cluster_state
@@ -101,7 +101,7 @@ def test_a_copy_reading_documents_newer_than_t0_converges_through_the_stream(
     taken: list[Any] = []
 
     def t0_then_the_rest(client: MongoClient[Any]) -> Any:
-        t0 = initial_copy.majority_time(client)
+        t0 = source_catalog.majority_time(client)
         if not taken:
             taken.append(source.feed_rest())
         return t0

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pytest
 
 from shardstream.cli.main import main
-from shardstream.cluster_sync import initial_copy
+from shardstream.cluster_sync import source_catalog
 from shardstream.errors import ConfigurationError
 from shardstream.sim import SimulationConfig
 from shardstream.sim.apply_events import encoded_state
@@ -68,7 +68,7 @@ def test_snapshot_then_stream_ends_in_the_sources_final_state(
     if changes == "while-it-reads":
         # The rest is written once T0 is taken: the documents are read newer than T0
         # (some already deleted), and the stream's events since T0 must converge them.
-        monkeypatch.setattr(snapshot, "majority_time", _then(initial_copy.majority_time, source))
+        monkeypatch.setattr(snapshot, "majority_time", _then(source_catalog.majority_time, source))
         totals = _ingest(spark, root, uri, _reached(root, source))
         # Updates of documents the read found deleted are skipped, not refused.
         assert totals.unknown_updates > 0

@@ -34,23 +34,22 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.copy_ranges import id_ranges
-from shardstream.cluster_sync.ddl_apply import NAMESPACE_EXISTS
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
-from shardstream.cluster_sync.shard_target import (
-    ShardedCollection,
-    shard_collection,
-    sharded_collections,
-    unsharded_notice,
+from shardstream.cluster_sync.shard_target import sharded_collections, unsharded_notice
+from shardstream.cluster_sync.source_catalog import SourceCollection, source_collections
+from shardstream.cluster_sync.target_catalog import (
+    create_indexes,
+    create_like_source,
+    shard_like_source,
 )
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
-from shardstream.errors import OplogError
 
 COPY_BATCH: Final = 1000
 # A collection is split once it holds two ranges of this many documents (the estimate).
@@ -59,16 +58,6 @@ COPY_RANGE_DOCS: Final = 50_000
 # another while a big one is still read.
 RANGES_PER_READER: Final = 4
 _RAW: Final = CodecOptions(document_class=RawBSONDocument)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SourceCollection:
-    """One source collection to copy: its namespace, ``create`` options and indexes."""
-
-    ns: Namespace
-    kind: str  # "collection" or "view"
-    options: Mapping[str, Any]
-    indexes: tuple[Mapping[str, Any], ...]
 
 
 @dataclasses.dataclass
@@ -83,43 +72,6 @@ class CopyProgress:
         """Count ``count`` more copied documents."""
         with self.lock:
             self.copied += count
-
-
-def majority_time(source: MongoClient[Any]) -> Timestamp:
-    """T0: the operation time of a majority read on the source (its majority point)."""
-    reply = source.config.command(
-        {"find": "shards", "limit": 1, "readConcern": {"level": "majority"}}
-    )
-    t0 = reply.get("operationTime")
-    if not isinstance(t0, Timestamp):
-        raise OplogError(
-            f"expected the source's reply to a majority read to carry an operationTime "
-            f"(a sharded cluster or replica set), got {t0!r}"
-        )
-    return t0
-
-
-def source_collections(
-    source: MongoClient[Any], namespaces: NamespaceMap
-) -> list[SourceCollection]:
-    """The collections and views in scope, with their options and indexes."""
-    found: list[SourceCollection] = []
-    for db in sorted(source.list_database_names()):
-        if not namespaces.in_scope(db):
-            continue
-        for info in source[db].list_collections():
-            name, kind = info["name"], info.get("type", "collection")
-            if kind not in ("collection", "view") or not namespaces.in_scope(db, name):
-                continue
-            indexes: tuple[Mapping[str, Any], ...] = ()
-            if kind == "collection":
-                indexes = tuple(
-                    {k: v for k, v in spec.items() if k not in ("v", "ns")}
-                    for spec in source[db][name].list_indexes()
-                    if spec.get("name") != "_id_"
-                )
-            found.append(SourceCollection((db, name), kind, dict(info.get("options", {})), indexes))
-    return found
 
 
 def copy_collections(
@@ -164,12 +116,14 @@ def copy_collections(
     }
     progress.total += sum(counts.values())
     for collection in collections:
-        _create(target, namespaces, collection, restarting=restarting, on_conflict=on_conflict)
+        create_like_source(
+            target, namespaces, collection, restarting=restarting, on_conflict=on_conflict
+        )
         placement = sharded.get(collection.ns)
         if placement is None:
             continue
         if shard_target:
-            _shard_like_source(target, namespaces, collection, placement)
+            shard_like_source(target, namespaces, collection, placement)
         elif report is not None:
             report(unsharded_notice(placement, namespaces.target(*collection.ns)))
     most = readers * RANGES_PER_READER if readers > 1 else 1
@@ -202,75 +156,8 @@ def copy_collections(
     for collection in collections:
         unique = [spec for spec in collection.indexes if spec.get("unique")]
         if unique:
-            _create_indexes(target, namespaces.target(*collection.ns), unique)
+            create_indexes(target, namespaces.target(*collection.ns), unique)
     return collections
-
-
-def refuse_targets_holding_data(
-    source: MongoClient[Any], target: MongoClient[Any], namespaces: NamespaceMap
-) -> None:
-    """Before a new sync writes anything: every target namespace in scope must be empty.
-
-    Checked before the copy's checkpoint is stored: refused later, a rerun of the same
-    command would find that checkpoint and resume "its" copy over the old data.
-
-    Raises:
-        SyncConflict: naming the first target namespace that holds a document.
-    """
-    for collection in source_collections(source, namespaces):
-        if collection.kind == "collection":
-            _refuse_if_held(target, *namespaces.target(*collection.ns))
-
-
-def _refuse_if_held(target: MongoClient[Any], db: str, name: str) -> None:
-    if target[db][name].find_one() is not None:
-        raise SyncConflict(
-            f"the target namespace {db}.{name} already holds data; a new sync expects "
-            "it empty (pass --on-conflict overwrite or skip to copy into it anyway)"
-        )
-
-
-def _create(
-    target: MongoClient[Any],
-    namespaces: NamespaceMap,
-    collection: SourceCollection,
-    *,
-    restarting: bool,
-    on_conflict: str,
-) -> None:
-    db, name = namespaces.target(*collection.ns)
-    try:
-        target[db].command({"create": name, **collection.options})
-    except OperationFailure as exc:
-        if exc.code != NAMESPACE_EXISTS:
-            raise
-        if not restarting and on_conflict == "fail":
-            _refuse_if_held(target, db, name)
-    plain = [spec for spec in collection.indexes if not spec.get("unique")]
-    if collection.kind == "collection" and plain:
-        _create_indexes(target, (db, name), plain)
-
-
-def _create_indexes(
-    target: MongoClient[Any], ns: Namespace, specs: list[Mapping[str, Any]]
-) -> None:
-    target[ns[0]].command({"createIndexes": ns[1], "indexes": [dict(s) for s in specs]})
-
-
-def _shard_like_source(
-    target: MongoClient[Any],
-    namespaces: NamespaceMap,
-    collection: SourceCollection,
-    placement: ShardedCollection,
-) -> None:
-    ns = namespaces.target(*collection.ns)
-    # A unique index on the key itself goes first: shardCollection would otherwise build
-    # one under its own name, and the source's (built after the copy) would then clash.
-    key = list(placement.key.items())
-    on_key = [s for s in collection.indexes if s.get("unique") and list(s["key"].items()) == key]
-    if on_key:
-        _create_indexes(target, ns, on_key)
-    shard_collection(target, ns, placement.key, unique=placement.unique)
 
 
 def _reader(source: MongoClient[Any], ns: Namespace) -> Collection[RawBSONDocument]:

@@ -29,11 +29,11 @@ from shardstream.cluster_sync.initial_copy import (
     COPY_RANGE_DOCS,
     CopyProgress,
     copy_collections,
-    majority_time,
-    refuse_targets_holding_data,
 )
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.source_catalog import majority_time
 from shardstream.cluster_sync.sync_progress import SyncProgress
+from shardstream.cluster_sync.target_catalog import refuse_targets_holding_data
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S
 from shardstream.errors import ChangeStreamHistoryLost
 from shardstream.oplog.redaction import redact_uri

@@ -38,8 +38,8 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.read_concern import ReadConcern
 
-from shardstream.cluster_sync.initial_copy import majority_time, source_collections
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.source_catalog import majority_time, source_collections
 from shardstream.errors import ConfigurationError
 from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA
