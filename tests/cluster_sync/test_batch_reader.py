@@ -166,6 +166,7 @@ def test_held_events_wait_until_the_stream_has_passed_their_time() -> None:
         first = reader.next()
         # Nothing later yet: the transaction may have more events at time 2.
         assert (_keys(first), first.token) == ([1], events[0]["_id"])
+        assert first.held == 2  # pending: the sync neither idles out nor verifies now
         stream.past = _token(3)  # the postBatchResumeToken moves past time 2
         released = reader.next()
         while released.events == 0:  # batches read ahead before it held everything

@@ -13,6 +13,8 @@ from pymongo import MongoClient
 import shardstream
 from shardstream.cli.main import main
 from shardstream.cluster_sync import ShardingRefused, SyncOptions
+from shardstream.cluster_sync.initial_copy import CopyProgress, copy_collections
+from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.emulator import EmulatedCluster
 from tests.cluster_sync.conftest import RunningSync, applied_through, checkpoint, wait_for
 from tests.cluster_sync.static_source import contents, settle, static_source
@@ -135,3 +137,31 @@ def test_a_collection_sharded_after_t0_is_sharded_on_the_target_by_the_stream(
         wait_for(lambda: applied_through(client, end) or running.error, "the stream's end")
         running.finish()
     assert _catalog(target.uri) == {**SHARDED, "shop.late": ({"k": 1}, False)}
+
+
+def test_a_copy_resumed_on_a_sharded_target_writes_again_by_id_and_shard_key(
+    source: EmulatedCluster, target: EmulatedCluster
+) -> None:
+    # A kill during the copy leaves documents on the target; the resumed copy's inserts
+    # of those fail on _id and go again as upserts, which mongos accepts on a sharded
+    # collection only with the whole shard key in the filter (the emulator does not
+    # check that, so the filters are read from what it received).
+    on_source: MongoClient[Any] = MongoClient(source.uri)
+    on_target: MongoClient[Any] = MongoClient(target.uri)
+    with on_source, on_target:
+        scope = NamespaceMap.from_options(db="shop", coll="users")  # hashed on uid
+        for restarting in (False, True):
+            copy_collections(
+                on_source,
+                on_target,
+                scope,
+                readers=1,
+                on_conflict="fail",
+                restarting=restarting,
+                progress=CopyProgress(),
+                shard_target=True,
+            )
+        last = target.mongos.last_bodies["update"]
+        assert last["update"] == "users"
+        assert [sorted(update["q"]) for update in last["updates"]] == [["_id", "uid"]] * 20
+        assert contents(on_target, "shop", "users") == contents(on_source, "shop", "users")

@@ -108,7 +108,14 @@ class BatchApplier:
             if isinstance(item, DdlChange):
                 self._parallel(segment)
                 segment = []
-                if checkpoint is not None and before is not None:
+                if (
+                    checkpoint is not None
+                    and before is not None
+                    and _sorts_before(before, item.event["_id"])
+                ):
+                    # Not when a regrouped transaction put a later event first (events
+                    # of one cluster time, from other shards): resuming after it would
+                    # skip the DDL event. The batch's previous checkpoint then stands.
                     checkpoint(before)
                 self._retrying(
                     partial(
@@ -212,6 +219,12 @@ class BatchApplier:
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retrying(call, self._retry_for_s)
+
+
+def _sorts_before(token: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether resume token ``token`` sorts before ``other`` (upper-case hex KeyStrings
+    compare as their bytes do)."""
+    return str(token.get("_data")) < str(other.get("_data"))
 
 
 def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:

@@ -46,6 +46,7 @@ class PlannedBatch:
     last_time: Timestamp | None  # the cluster time of the last event
     token: Mapping[str, Any] | None  # the resume token right after the last event
     positions: Mapping[str, Timestamp | None]
+    held: int = 0  # events read but held back (a transaction's time not yet complete)
 
 
 class BatchReader:
@@ -120,7 +121,12 @@ class BatchReader:
         # While events are held, the checkpoint may not pass the first of them.
         token = batch.token if self._held else stream.resume_token
         return PlannedBatch(
-            batch.items, batch.events, batch.last_time, token, stream.shard_positions()
+            batch.items,
+            batch.events,
+            batch.last_time,
+            token,
+            stream.shard_positions(),
+            len(self._held),
         )
 
     def _release(self) -> tuple[list[Mapping[str, Any]], Mapping[str, Any]]:

@@ -42,7 +42,11 @@ from pymongo.write_concern import WriteConcern
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
-from shardstream.cluster_sync.shard_target import sharded_collections, unsharded_notice
+from shardstream.cluster_sync.shard_target import (
+    ShardedCollection,
+    sharded_collections,
+    unsharded_notice,
+)
 from shardstream.cluster_sync.source_catalog import SourceCollection, source_collections
 from shardstream.cluster_sync.target_catalog import (
     create_indexes,
@@ -146,7 +150,12 @@ def copy_collections(
                 progress,
                 stopping,
                 batch,
-                partial(_retried_insert, on_conflict=on_conflict, retry_for_s=retry_for_s),
+                partial(
+                    _retried_insert,
+                    on_conflict=on_conflict,
+                    retry_for_s=retry_for_s,
+                    shard_key=_target_shard_key(sharded.get(c.ns), shard_target),
+                ),
                 at,
             )
             for c, piece in pieces
@@ -204,13 +213,39 @@ def _copy_documents(
         progress.add(len(batch))
 
 
+def _target_shard_key(placement: ShardedCollection | None, shard_target: bool) -> tuple[str, ...]:
+    """The fields of the target collection's shard key (none when it stays unsharded)."""
+    return tuple(placement.key) if placement is not None and shard_target else ()
+
+
 def _retried_insert(
-    writer: Any, batch: list[RawBSONDocument], *, on_conflict: str, retry_for_s: float
+    writer: Any,
+    batch: list[RawBSONDocument],
+    *,
+    on_conflict: str,
+    retry_for_s: float,
+    shard_key: tuple[str, ...],
 ) -> None:
-    retrying(partial(_insert, writer, batch, on_conflict), retry_for_s)
+    retrying(partial(_insert, writer, batch, on_conflict, shard_key), retry_for_s)
 
 
-def _insert(writer: Any, batch: list[RawBSONDocument], on_conflict: str) -> None:
+def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, Any]:
+    """``_id`` and the shard key's values: mongos refuses an upsert without the whole key.
+
+    A missing field is matched as null, as the shard key's value of such a document is.
+    """
+    found: dict[str, Any] = {"_id": document["_id"]}
+    for path in shard_key:
+        value: Any = document
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        found[path] = value
+    return found
+
+
+def _insert(
+    writer: Any, batch: list[RawBSONDocument], on_conflict: str, shard_key: tuple[str, ...]
+) -> None:
     try:
         writer.insert_many(batch, ordered=False)
     except BulkWriteError as exc:
@@ -236,6 +271,6 @@ def _insert(writer: Any, batch: list[RawBSONDocument], on_conflict: str) -> None
                 writer.delete_many(key)
             # Copied before a restart (or its key holder just removed): write this copy's
             # version, which is as new as the stream's start or newer.
-            again.append(ReplaceOne({"_id": document["_id"]}, document, upsert=True))
+            again.append(ReplaceOne(_by_key(document, shard_key), document, upsert=True))
         if again:
             writer.bulk_write(again, ordered=False)

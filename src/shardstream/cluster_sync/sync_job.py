@@ -270,10 +270,11 @@ class SyncJob:
                 progress.batch(batch.events, batch.last_time, batch.positions)
                 if nudger is not None:
                     nudger.check(batch.positions)
-                if not batch.events and after_copy is not None:
+                # Events held back are pending, not caught up, and keep the sync awake.
+                if not batch.events and not batch.held and after_copy is not None:
                     after_copy()  # nothing ready: the stream has caught up with the copy
                     after_copy = None
-                if batch.events:
+                if batch.events or batch.held:
                     idle_since = time.monotonic()
                 elif self._idle_for(idle_since):
                     break

@@ -19,7 +19,7 @@ import dataclasses
 import threading
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.namespace_map import Namespace
@@ -131,8 +131,12 @@ def run_lanes(
                 joint.done.set()
             raise
 
-    # list() waits for every lane and re-raises the first lane's error.
-    list(pool.map(lane, busy))
+    # Every lane ends before an error is raised: none may still write once the batch
+    # has failed (the caller may retry it, or stop).
+    futures = [pool.submit(lane, steps) for steps in busy]
+    wait(futures)
+    for future in futures:
+        future.result()
 
 
 def _joint(role: JointRole, transaction: Callable[[list[CrudWrite]], None]) -> bool:

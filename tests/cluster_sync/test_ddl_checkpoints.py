@@ -1,0 +1,63 @@
+"""The batch applier's checkpoints on each side of a DDL event never skip it.
+
+A checkpoint is stored after the writes before a DDL event and after the event, so a
+kill replays a DDL event only onto the target as it was right before or after it. The
+reader may regroup one cluster time's events (a transaction's ops together), putting a
+write that sorts after the DDL event before it: then no "before" checkpoint is stored,
+since resuming after that write would skip the DDL event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bson
+from pymongo import MongoClient
+from pymongo.operations import ReplaceOne
+
+from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
+from shardstream.cluster_sync.batch_applier import BatchApplier
+from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.emulator import EmulatedCluster
+
+NS = ("shop", "orders")
+
+
+def _write(doc: int, token: str) -> CrudWrite:
+    model = ReplaceOne({"_id": doc}, {"_id": doc}, upsert=True)
+    return CrudWrite(NS, bson.encode({"_id": doc}), model, {"_data": token}, None)
+
+
+def _create(coll: str, token: str) -> DdlChange:
+    event = {"_id": {"_data": token}, "operationType": "create", "ns": {"db": "shop", "coll": coll}}
+    return DdlChange(event)
+
+
+def _applied(items: list[CrudWrite | DdlChange]) -> tuple[list[str], list[str]]:
+    """The tokens checkpointed while applying ``items``, and the target's collections."""
+    saved: list[str] = []
+    with EmulatedCluster(shards=1) as target:
+        client: MongoClient[Any] = MongoClient(target.uri)
+        with client:
+            applier = BatchApplier(client, NamespaceMap(), writers=2)
+            try:
+                applier.apply(items, checkpoint=lambda token: saved.append(token["_data"]))
+            finally:
+                applier.close()
+            return saved, sorted(client.shop.list_collection_names())
+
+
+def test_a_ddl_event_is_checkpointed_after_the_writes_before_it_and_after_itself() -> None:
+    items = [_write(1, "8201"), _write(2, "8202"), _create("archive", "8203"), _write(3, "8204")]
+    saved, collections = _applied(items)
+    assert saved == ["8202", "8203"]
+    assert collections == ["archive", "orders"]
+
+
+def test_no_before_checkpoint_when_a_regrouped_write_sorts_after_the_ddl_event() -> None:
+    # A transaction's second op (8205) regrouped before another shard's create (8204)
+    # at the same cluster time: resuming after 8205 would never see the create again.
+    items = [_write(1, "8203"), _write(2, "8205"), _create("archive", "8204"), _write(3, "8206")]
+    saved, collections = _applied(items)
+    assert saved == ["8204"]
+    assert collections == ["archive", "orders"]
