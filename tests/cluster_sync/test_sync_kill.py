@@ -131,8 +131,9 @@ def test_ctrl_c_stops_after_the_batch_in_flight_is_acknowledged_and_checkpointed
     with client:
         process = _sync(source.cluster.uri, target.uri)
         wait_for(lambda: (checkpoint(client) or {}).get("phase") == "stream", "phase 2")
-        # The stream's next write is held by the target: a batch is in flight at Ctrl-C.
-        target.mongos.stall_next("update", 2.0)
+        # The stream's first transaction commit is held by the target: a batch is in
+        # flight at Ctrl-C (only the stream commits transactions; checkpoints are updates).
+        target.mongos.stall_next("commitTransaction", 2.0)
         end = source.feed_rest()
         wait_for(lambda: not len(target.mongos.faults), "a batch in flight")
         process.send_signal(signal.SIGINT)
