@@ -64,14 +64,19 @@ class RunningSync:
 
 
 def sync_to_the_end(
-    source: SimulatedSource, target: EmulatedCluster | EmulatedReplicaSet, **options: Any
+    source: SimulatedSource,
+    target: EmulatedCluster | EmulatedReplicaSet,
+    *,
+    before_feed: Callable[[], None] | None = None,
+    **options: Any,
 ) -> RunningSync:
     """Start a sync, feed the source's rest once the copy is done, wait until all is applied.
 
     The rest is fed only once the checkpoint says the stream phase began: fed earlier, it
     could reach the copy (a busy machine delays the copy's reads), and the tests count the
     copy as exactly the run up to the cut; the rest must come to the target through the
-    stream. Returns the still-running sync (``finish()`` it).
+    stream. ``before_feed`` runs in between (e.g. to queue faults for the stream phase).
+    Returns the still-running sync (``finish()`` it).
     """
     client: MongoClient[Any] = MongoClient(target.uri)
     with client:
@@ -80,6 +85,8 @@ def sync_to_the_end(
             lambda: (checkpoint(client) or {}).get("phase") == "stream" or running.error,
             "the sync to finish its copy",
         )
+        if before_feed is not None:
+            before_feed()
         end = source.feed_rest()
         wait_for(lambda: applied_through(client, end) or running.error, "the sync to reach the end")
         return running

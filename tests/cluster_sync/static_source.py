@@ -38,12 +38,7 @@ def static_source(shards: int = 2) -> Iterator[EmulatedCluster]:
 
 def settle(cluster: EmulatedCluster) -> Timestamp:
     """Append a no-op after the newest entry to every shard, committed; return its time."""
-    newest = max(shard.oplog.last_ts or START for shard in cluster.shards)
-    end = Timestamp(newest.time + 1, 1)
-    for shard in cluster.shards:
-        shard.append({"ts": end, "op": "n", "ns": "", "o": {"msg": "periodic noop"}})
-        shard.set_majority(end)
-    return end
+    return cluster.noop_on_every_shard(floor=START)
 
 
 def contents(client: MongoClient[Any], db: str, name: str) -> dict[bytes, bytes]:

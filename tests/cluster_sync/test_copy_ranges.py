@@ -27,6 +27,7 @@ from pymongo import MongoClient
 from shardstream.cluster_sync import NamespaceMap, SyncConflict, id_ranges, sync
 from shardstream.cluster_sync.copy_ranges import range_filters
 from shardstream.cluster_sync.initial_copy import CopyProgress, copy_collections
+from shardstream.cluster_sync.target_catalog import refuse_targets_holding_data
 from shardstream.emulator import EmulatedCluster
 from shardstream.match.order import compare
 from tests.cluster_sync.static_source import RAW, contents, static_source
@@ -170,16 +171,16 @@ def test_a_copy_stopped_between_ranges_restarts_to_the_same_result(
             dst,
             scope,
             **options,
-            restarting=False,
             progress=first,
             stopping=lambda: first.copied >= 100,
             range_docs=60,
         )
         partial = contents(dst, "shop", "mixed")
         assert 100 <= len(partial) < len(MIXED)
+        # A new sync refuses it before copying; a resumed copy writes over it.
         with pytest.raises(SyncConflict, match=r"shop\.mixed already holds data"):
-            copy_collections(src, dst, scope, **options, restarting=False, progress=CopyProgress())
+            refuse_targets_holding_data(src, dst, scope)
         again = CopyProgress()
-        copy_collections(src, dst, scope, **options, restarting=True, progress=again, range_docs=60)
+        copy_collections(src, dst, scope, **options, progress=again, range_docs=60)
         assert again.copied == len(MIXED)
         assert contents(dst, "shop", "mixed") == contents(src, "shop", "mixed")

@@ -12,16 +12,11 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from shardstream.cluster_sync import SyncOptions
 from shardstream.emulator import EmulatedCluster
 from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource, cluster_state
 from tests.cluster_sync.conftest import (
-    RunningSync,
-    applied_through,
-    checkpoint,
     sync_to_the_end,
-    wait_for,
 )
 
 # Commands of the sync's writes: inserts (the copy), updates (replace-upserts, update
@@ -49,18 +44,13 @@ def test_hang_ups_while_streaming_are_retried_in_order(
 ) -> None:
     # Queued once the copy is done: only the stream's writes meet them, in small batches,
     # so both a batch's writes and its checkpoint save are sent again.
-    client: MongoClient[Any] = MongoClient(target.uri)
-    with client:
-        options = SyncOptions(source=source.cluster.uri, target=target.uri, batch_size=20)
-        running = RunningSync(options)
-        wait_for(
-            lambda: (checkpoint(client) or {}).get("phase") == "stream" or running.error,
-            "the copy to finish",
-        )
+    def hang_ups() -> None:
         for command in STREAM_WRITES:  # pymongo's own retry meets one, the sync the rest
             target.mongos.hang_up_next(command, times=4)
-        end = source.feed_rest()
-        wait_for(lambda: applied_through(client, end) or running.error, "the end")
-        running.finish()
-        assert len(target.mongos.faults) == 0
+
+    running = sync_to_the_end(source, target, before_feed=hang_ups, batch_size=20)
+    running.finish()
+    assert len(target.mongos.faults) == 0
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
         assert cluster_state(client) == encoded_state(source.result.final_state)

@@ -62,12 +62,7 @@ def preload(cluster: EmulatedCluster, oplogs: Sequence[bytes]) -> Timestamp:
     for shard, data in zip(shards, oplogs, strict=True):
         for entry in bson.decode_file_iter(io.BytesIO(data), _RAW):
             shard.append(entry)
-    newest = max((shard.oplog.last_ts or CORPUS_START).time for shard in shards)
-    end = Timestamp(newest + 1, 1)
-    for shard in shards:
-        shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": end})
-        shard.set_majority(end)
-    return end
+    return cluster.noop_on_every_shard(floor=CORPUS_START)
 
 
 class ClusterClock:

@@ -81,6 +81,7 @@ class BatchApplier:
         self._shard_target = shard_target
         self._retry_for_s = retry_for_s
         self._pool = ThreadPoolExecutor(writers, thread_name_prefix="shardstream-writer")
+        self._collections: dict[Namespace, Collection[Any]] = {}
         self.conflicts = 0  # writes skipped or overwritten under the conflict policy
 
     def close(self) -> None:
@@ -215,7 +216,13 @@ class BatchApplier:
                 self._bulk(target, group)
 
     def _collection(self, target: Namespace) -> Collection[Any]:
-        return self._client[target[0]].get_collection(target[1], write_concern=MAJORITY)
+        # One per namespace for the sync's life: building it per bulk write showed in
+        # the profile (a database and a collection object each time).
+        collection = self._collections.get(target)
+        if collection is None:
+            collection = self._client[target[0]].get_collection(target[1], write_concern=MAJORITY)
+            self._collections[target] = collection
+        return collection
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retrying(call, self._retry_for_s)

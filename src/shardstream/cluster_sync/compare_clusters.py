@@ -26,15 +26,12 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import bson
-from bson.codec_options import CodecOptions
-from bson.raw_bson import RawBSONDocument
 from pymongo import MongoClient
-from pymongo.read_concern import ReadConcern
 
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.source_catalog import majority_reader
 
 SAMPLE_IDS: Final = 5
-_RAW: Final = CodecOptions(document_class=RawBSONDocument)
 _MOD: Final = 2**128
 
 
@@ -150,9 +147,7 @@ def _only_on_target(
 
 
 def _digests(client: MongoClient[Any], ns: Namespace) -> dict[bytes, bytes]:
-    collection = client[ns[0]].get_collection(
-        ns[1], codec_options=_RAW, read_concern=ReadConcern("majority")
-    )
+    collection = majority_reader(client, ns)
     out: dict[bytes, bytes] = {}
     for document in collection.find({}, batch_size=1000):
         key = bson.encode({"_id": document["_id"]})

@@ -52,7 +52,11 @@ _NOT_SPLIT: Final = ("viewOn", "timeseries")
 
 
 def id_ranges(
-    collection: Collection[Any], pieces: int, *, samples_per_range: int = SAMPLES_PER_RANGE
+    collection: Collection[Any],
+    pieces: int,
+    *,
+    samples_per_range: int = SAMPLES_PER_RANGE,
+    options: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Find filters that split ``collection`` into up to ``pieces`` ``_id`` ranges.
 
@@ -64,13 +68,16 @@ def id_ranges(
         collection: the collection, read with its own read concern and preference.
         pieces: the most ranges wanted (1 or less: the whole collection, ``[{}]``).
         samples_per_range: ``_id``\\ s sampled per range; more give more even ranges.
+        options: the collection's ``listCollections`` options, when the caller has them
+            (else they are asked for).
 
     Returns:
         The filters in ``_id`` order; ``[{}]`` when the collection is not split.
     """
     if pieces <= 1:
         return [{}]
-    options = collection.options()
+    if options is None:
+        options = collection.options()
     collation = options.get("collation") or {"locale": "simple"}
     if any(name in options for name in _NOT_SPLIT) or collation.get("locale") != "simple":
         return [{}]

@@ -22,6 +22,7 @@ reported as landing unsharded (:mod:`~shardstream.cluster_sync.shard_target`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
@@ -29,25 +30,29 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Final
 
-from bson.codec_options import CodecOptions
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
-from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.copy_ranges import id_ranges
-from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.shard_target import (
     ShardedCollection,
     sharded_collections,
     unsharded_notice,
 )
-from shardstream.cluster_sync.source_catalog import SourceCollection, source_collections
+from shardstream.cluster_sync.source_catalog import (
+    RAW_DOCUMENTS,
+    SourceCollection,
+    majority_reader,
+    read_batches,
+    source_collections,
+)
 from shardstream.cluster_sync.target_catalog import (
     create_indexes,
     create_like_source,
@@ -61,7 +66,6 @@ COPY_RANGE_DOCS: Final = 50_000
 # Ranges per reader at most: more than one, so a reader that drew a small range takes
 # another while a big one is still read.
 RANGES_PER_READER: Final = 4
-_RAW: Final = CodecOptions(document_class=RawBSONDocument)
 
 
 @dataclasses.dataclass
@@ -85,7 +89,6 @@ def copy_collections(
     *,
     readers: int,
     on_conflict: str,
-    restarting: bool,
     progress: CopyProgress,
     stopping: Callable[[], bool] = lambda: False,
     batch: int = COPY_BATCH,
@@ -107,8 +110,9 @@ def copy_collections(
             (inserting a batch again is harmless: a document already there is replaced).
 
     Raises:
-        SyncConflict: a target collection already holds data on a new sync (and
-            ``on_conflict`` is ``fail``), or a unique index refuses a document.
+        SyncConflict: a unique index refuses a document (and ``on_conflict`` is
+            ``fail``). Whether a new sync's target is empty is checked before, by
+            :func:`~shardstream.cluster_sync.target_catalog.refuse_targets_holding_data`.
         ShardingRefused: with ``shard_target``, the target would not shard a collection.
     """
     collections = source_collections(source, namespaces)
@@ -120,9 +124,7 @@ def copy_collections(
     }
     progress.total += sum(counts.values())
     for collection in collections:
-        create_like_source(
-            target, namespaces, collection, restarting=restarting, on_conflict=on_conflict
-        )
+        create_like_source(target, namespaces, collection)
         placement = sharded.get(collection.ns)
         if placement is None:
             continue
@@ -134,7 +136,9 @@ def copy_collections(
 
     def split(collection: SourceCollection) -> list[tuple[SourceCollection, dict[str, Any]]]:
         pieces = min(most, counts[collection.ns] // max(1, range_docs))
-        return [(collection, f) for f in id_ranges(_reader(source, collection.ns), pieces)]
+        reader = majority_reader(source, collection.ns)
+        ranges = id_ranges(reader, pieces, options=collection.options)
+        return [(collection, f) for f in ranges]
 
     copied = [c for c in collections if c.kind == "collection"]
     with ThreadPoolExecutor(max(1, readers), thread_name_prefix="shardstream-copy") as pool:
@@ -142,7 +146,7 @@ def copy_collections(
         tasks = [
             pool.submit(
                 _copy_documents,
-                _reader(source, c.ns),
+                majority_reader(source, c.ns),
                 target,
                 namespaces,
                 c,
@@ -169,12 +173,6 @@ def copy_collections(
     return collections
 
 
-def _reader(source: MongoClient[Any], ns: Namespace) -> Collection[RawBSONDocument]:
-    return source[ns[0]].get_collection(
-        ns[1], codec_options=_RAW, read_concern=ReadConcern("majority")
-    )
-
-
 def _copy_documents(
     reader: Collection[RawBSONDocument],
     target: MongoClient[Any],
@@ -191,26 +189,14 @@ def _copy_documents(
         return
     target_db, target_name = namespaces.target(*collection.ns)
     writer = target[target_db].get_collection(
-        target_name, codec_options=_RAW, write_concern=WriteConcern("majority")
+        target_name, codec_options=RAW_DOCUMENTS, write_concern=WriteConcern("majority")
     )
-    batch: list[RawBSONDocument] = []
-    with reader.database.client.start_session(causal_consistency=True) as session:
-        if at is not None:
-            # afterClusterTime T0: T0 came from the config server, and a shard's majority
-            # point may still be behind it; a plain majority read there could miss writes
-            # at or before T0, which the stream (from T0 on) would never bring again.
-            session.advance_operation_time(at)
-        for document in reader.find(piece, batch_size=size, session=session):
-            batch.append(document)
-            if len(batch) >= size:
-                insert(writer, batch)
-                progress.add(len(batch))
-                batch = []
-                if stopping():
-                    return
-    if batch:
-        insert(writer, batch)
-        progress.add(len(batch))
+    with contextlib.closing(read_batches(reader, piece, at=at, size=size)) as batches:
+        for batch in batches:
+            insert(writer, batch)
+            progress.add(len(batch))
+            if stopping():
+                return
 
 
 def _target_shard_key(placement: ShardedCollection | None, shard_target: bool) -> tuple[str, ...]:

@@ -168,7 +168,6 @@ class SyncJob:
                     options.namespaces,
                     readers=options.copy_readers,
                     on_conflict=options.on_conflict,
-                    restarting=checkpoint is not None,
                     progress=copied,
                     stopping=self._stopping.is_set,
                     batch=options.copy_batch,
@@ -246,7 +245,7 @@ class SyncJob:
     ) -> tuple[int, Mapping[str, Any] | None]:
         namespaces = self.options.namespaces
         applied = 0
-        token = checkpoint.token
+        saved = [checkpoint.token]  # the last token stored (one cell, set from save())
         idle_since = time.monotonic()
         interval = self.options.idle_noop_interval_s
         nudger = None if interval is None else IdleShardNudger(self.options.source, interval)
@@ -255,18 +254,20 @@ class SyncJob:
                 cleanup.callback(nudger.close)
             # Batch n+1 is read and planned while batch n is applied.
             reader = BatchReader(stream, namespaces, self.options.batch_size)
-
-            def save(at: Mapping[str, Any]) -> None:  # around DDL events, inside a batch
-                store.save(Checkpoint("stream", checkpoint.t0, at))
-
             cleanup.callback(reader.close)
+
+            def save(at: Mapping[str, Any] | None) -> None:
+                # After a batch and around its DDL events; a batch ending with a DDL event
+                # would otherwise store the same token twice.
+                if at is not None and at != saved[0]:
+                    store.save(Checkpoint("stream", checkpoint.t0, at))
+                    saved[0] = at
+
             while not self._stopping.is_set():
                 batch = reader.next()
                 applier.apply(batch.items, checkpoint=save)
                 applied += batch.events
-                if batch.token is not None and batch.token != token:
-                    token = batch.token
-                    store.save(Checkpoint("stream", checkpoint.t0, token))
+                save(batch.token)
                 progress.batch(batch.events, batch.last_time, batch.positions)
                 if nudger is not None:
                     nudger.check(batch.positions)
@@ -279,7 +280,7 @@ class SyncJob:
                 elif self._idle_for(idle_since):
                     break
         progress.done()
-        return applied, token
+        return applied, saved[0]
 
     def _idle_for(self, since: float) -> bool:
         idle = self.options.idle_exit_s

@@ -46,21 +46,19 @@ def _refuse_if_held(target: MongoClient[Any], db: str, name: str) -> None:
 
 
 def create_like_source(
-    target: MongoClient[Any],
-    namespaces: NamespaceMap,
-    collection: SourceCollection,
-    *,
-    restarting: bool,
-    on_conflict: str,
+    target: MongoClient[Any], namespaces: NamespaceMap, collection: SourceCollection
 ) -> None:
+    """Create ``collection``'s target with its options and non-unique indexes.
+
+    One that exists already is kept: a resumed copy's own, or one a new sync found empty
+    (:func:`refuse_targets_holding_data`) or was told to copy into (``--on-conflict``).
+    """
     db, name = namespaces.target(*collection.ns)
     try:
         target[db].command({"create": name, **collection.options})
     except OperationFailure as exc:
         if exc.code != NAMESPACE_EXISTS:
             raise
-        if not restarting and on_conflict == "fail":
-            _refuse_if_held(target, db, name)
     plain = [spec for spec in collection.indexes if not spec.get("unique")]
     if collection.kind == "collection" and plain:
         create_indexes(target, (db, name), plain)

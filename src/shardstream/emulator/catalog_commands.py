@@ -20,7 +20,7 @@ from bson.int64 import Int64
 from shardstream.emulator.cursors import matches, select
 from shardstream.emulator.ddl_commands import not_found
 from shardstream.emulator.document_store import ID_INDEX, DocumentStore
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import require_admin
 from shardstream.emulator.write_path import namespace
 
 Body = dict[str, Any]
@@ -90,8 +90,7 @@ def database_lister(stores: Callable[[], Iterable[DocumentStore]]) -> Handler:
     """The ``listDatabases`` handler over ``stores()`` (one node's, or every shard's)."""
 
     def list_databases(body: Body) -> Body:
-        if body.get("$db") != "admin":
-            raise CommandError(13, "Unauthorized", "listDatabases may only be run against admin")
+        require_admin(body, "listDatabases")
         sizes: dict[str, int] = {}
         for store in stores():
             with store.lock:

@@ -23,7 +23,7 @@ from typing import Any, Self
 from bson.timestamp import Timestamp
 
 from shardstream.emulator.config_server import EmulatedConfigServer
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import require_admin
 from shardstream.emulator.mongos_routing import register_routing
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.replica_set import EmulatedReplicaSet
@@ -73,13 +73,11 @@ class EmulatedMongos(EmulatedNode):
         return super().collection_docs(ns) + routed
 
     def _list_shards(self, body: Body) -> Body:
-        if body.get("$db") != "admin":
-            raise CommandError(13, "Unauthorized", "listShards may only be run against admin")
+        require_admin(body, "listShards")
         return {"shards": self._cluster.shard_documents(), "ok": 1.0}
 
     def _get_shard_map(self, body: Body) -> Body:
-        if body.get("$db") != "admin":
-            raise CommandError(13, "Unauthorized", "getShardMap may only be run against admin")
+        require_admin(body, "getShardMap")
         # As on a real mongos, the config server is always listed, under the id "config".
         hosts = {"config": self._cluster.config.shard_host}
         hosts.update((shard.name, shard.shard_host) for shard in self._cluster.shards)
@@ -134,6 +132,21 @@ class EmulatedCluster:
         """The shard called ``name``."""
         with self._lock:
             return self._shards[name]
+
+    def noop_on_every_shard(self, floor: Timestamp = _START) -> Timestamp:
+        """Log a periodic no-op on every shard one second after the newest entry of any
+        (``floor`` where none has any), majority-committed; return its time.
+
+        What mongod's periodic no-op writer leaves behind on an idle cluster: every
+        shard's position passes everything logged so far, so a merged stream releases it.
+        """
+        shards = self.shards
+        newest = max((shard.oplog.last_ts or floor) for shard in shards)
+        end = Timestamp(newest.time + 1, 1)
+        for shard in shards:
+            shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": end})
+            shard.set_majority(end)
+        return end
 
     def shard_documents(self) -> list[Body]:
         """The ``config.shards`` / ``listShards`` documents for the current shards."""

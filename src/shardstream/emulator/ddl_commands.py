@@ -21,7 +21,7 @@ from typing import Any, Final
 from bson.int64 import Int64
 
 from shardstream.emulator.document_store import Collection
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import CommandError, require_admin
 from shardstream.emulator.write_oplog import command
 from shardstream.emulator.write_path import WritePath, arguments, namespace
 
@@ -116,8 +116,7 @@ class DdlCommands:
 
     def rename_collection(self, body: Body) -> Body:
         """Answer ``renameCollection`` (admin) within one database."""
-        if body.get("$db") != "admin":
-            raise CommandError(13, "Unauthorized", "renameCollection may only be run against admin")
+        require_admin(body, "renameCollection")
         source, target = body.get("renameCollection"), body.get("to")
         if not isinstance(source, str) or not isinstance(target, str) or "." not in target:
             raise CommandError(73, "InvalidNamespace", f"Invalid target namespace: {target}")

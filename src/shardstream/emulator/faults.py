@@ -7,8 +7,9 @@ received it then acts it out instead of (or before) answering normally.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,9 @@ class FaultMethods:
     def kill_cursor_silently_on_next_get_more(self) -> None:
         """Answer the next getMore with cursor id 0 and an empty batch."""
         self.faults.add("getMore", SilentDeath())
+
+
+def require_admin(body: Mapping[str, Any], command: str) -> None:
+    """Refuse ``command`` sent to another database than admin, as mongod does (13)."""
+    if body.get("$db") != "admin":
+        raise CommandError(13, "Unauthorized", f"{command} may only be run against admin")

@@ -32,7 +32,7 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.emulator.document_store import DocumentStore, id_key, index_spec, same_bson
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import CommandError, require_admin
 from shardstream.emulator.replica_set import EmulatedReplicaSet
 from shardstream.emulator.write_path import arguments
 
@@ -113,8 +113,7 @@ class ShardingCatalog:
 
     def sharded(self, ns: str) -> Body | None:
         """The ``config.collections`` entry of ``ns``, if it is sharded."""
-        coll = self._catalog.get(COLLECTIONS_NS)
-        return None if coll is None else coll.get(id_key(ns))
+        return self._get(COLLECTIONS_NS, ns)
 
     def declare(self, ns: str, key: Mapping[str, Any], *, unique: bool = False) -> Body:
         """Record ``ns`` as sharded on ``key`` without logging (a test fixture); return the entry.
@@ -132,7 +131,7 @@ class ShardingCatalog:
 
     def enable_sharding(self, body: Body) -> Body:
         """Answer ``enableSharding``: record the database (optional since 6.0)."""
-        self._admin_only(body, "enableSharding")
+        require_admin(body, "enableSharding")
         db = body.get("enableSharding")
         if not isinstance(db, str) or not db or "." in db or db in ("admin", "local"):
             raise CommandError(73, "InvalidNamespace", f"invalid database name {db!r}")
@@ -142,7 +141,7 @@ class ShardingCatalog:
 
     def shard_collection(self, body: Body) -> Body:
         """Answer ``shardCollection``: create what is missing, record, log the no-op."""
-        self._admin_only(body, "shardCollection")
+        require_admin(body, "shardCollection")
         given = body.get("shardCollection")
         ns = given if isinstance(given, str) else ""
         db, _, name = ns.partition(".")
@@ -210,11 +209,6 @@ class ShardingCatalog:
         if not shards:
             raise CommandError(70, "ShardNotFound", "the cluster has no shards")
         return shards[0]
-
-    @staticmethod
-    def _admin_only(body: Body, command: str) -> None:
-        if body.get("$db") != "admin":
-            raise CommandError(13, "Unauthorized", f"{command} may only be run against admin")
 
     @staticmethod
     def _check_collation(ns: str, options: Mapping[str, Any], given: Any) -> None:

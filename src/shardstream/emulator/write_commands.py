@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardstream.emulator.document_store import WriteError
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import CommandError, require_admin
 from shardstream.emulator.transactions import Transaction
 from shardstream.emulator.update_operators import (
     apply_operators,
@@ -190,8 +190,7 @@ class WriteCommands:
 
     def append_oplog_note(self, body: Body) -> Body:
         """Answer ``appendOplogNote``: log ``{op: "n", ns: "", o: data}``."""
-        if body.get("$db") != "admin":
-            raise CommandError(13, "Unauthorized", "appendOplogNote may only be run against admin")
+        require_admin(body, "appendOplogNote")
         data = body.get("data")
         if not isinstance(data, dict):
             raise CommandError(9, "FailedToParse", "appendOplogNote needs a 'data' document")

@@ -140,11 +140,7 @@ class SimulatedSource:
         for shard, rest in zip(self.cluster.shards, self._rest, strict=True):
             for entry in rest:
                 shard.append(entry)
-        newest = max(shard.oplog.last_ts or _EMPTY_OPLOG_TIME for shard in self.cluster.shards)
-        end = Timestamp(newest.time + 1, 1)
-        for shard in self.cluster.shards:
-            shard.append({"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": end})
-            shard.set_majority(end)
+        end = self.cluster.noop_on_every_shard()
         self._load(self.result.final_state, self.final_catalog)
         self._rest = [[] for _ in self._rest]
         return end

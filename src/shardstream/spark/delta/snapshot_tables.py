@@ -38,7 +38,7 @@ from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 from shardstream.transform.raw.extended_json import bson_to_json
-from shardstream.transform.raw.oplog_entry import elements
+from shardstream.transform.raw.oplog_entry import elements, value_size
 
 _ID_NAME: Final = b"_id"
 # The change-log columns a mirror row is made of, and the row kind.
@@ -77,14 +77,22 @@ def read_rows(
 
 def _id_key_json(raw: bytes, db: str, coll: str) -> str:
     """``{_id: <the document's _id>}`` as canonical Extended JSON, from the bytes."""
+    # The server stores _id first: size that one element rather than list every field.
+    size = value_size(raw, raw[4], 9) if raw[5:9] == _ID_NAME + b"\x00" else None
+    if size is not None:
+        return _element_json(raw[4 : 9 + size])
     for kind, name, start, end in elements(raw, 0) or ():
         if name == _ID_NAME:
-            element = bytes((kind,)) + _ID_NAME + b"\x00" + raw[start:end]
-            return bson_to_json((len(element) + 5).to_bytes(4, "little") + element + b"\x00")
+            return _element_json(bytes((kind,)) + _ID_NAME + b"\x00" + raw[start:end])
     document = bson.decode(raw)  # a type elements() does not size (regex, DBPointer)
     if "_id" not in document:
         raise SinkError(f"expected every document of {db}.{coll} to have an _id, got none")
     return bson_to_json(bson.encode({"_id": document["_id"]}))
+
+
+def _element_json(element: bytes) -> str:
+    """The one-element document holding ``element`` (type, name, value) as JSON."""
+    return bson_to_json((len(element) + 5).to_bytes(4, "little") + element + b"\x00")
 
 
 def check_no_tables(root: str | Path) -> None:
@@ -117,14 +125,7 @@ def load_changelog(
     Raises:
         DeltaError: the change log exists already (:func:`check_no_tables` says so first).
     """
-    counted = _Counted(batches)
-    write_deltalake(
-        str(Path(root) / CHANGELOG_TABLE),
-        pa.RecordBatchReader.from_batches(CHANGELOG_SCHEMA, iter(counted)),
-        mode="error",
-        commit_properties=marks.properties(),
-    )
-    return counted.rows
+    return _create_with_marks(Path(root) / CHANGELOG_TABLE, CHANGELOG_SCHEMA, batches, marks)
 
 
 def complete_mirror(root: str | Path) -> int | None:
@@ -155,14 +156,8 @@ def complete_mirror(root: str | Path) -> int | None:
     marks = SnapshotMarks(start=times[0], read_end=times[1], token=token)
     # The dataset is opened here: delta-rs calls from inside the writer's input would
     # start its runtime within the running one.
-    counted = _Counted(_mirror_rows(changelog.to_pyarrow_dataset()))
-    write_deltalake(
-        str(root / MIRROR_TABLE),
-        pa.RecordBatchReader.from_batches(MIRROR_SCHEMA, iter(counted)),
-        mode="error",
-        commit_properties=marks.properties(),
-    )
-    return counted.rows
+    rows = _mirror_rows(changelog.to_pyarrow_dataset())
+    return _create_with_marks(root / MIRROR_TABLE, MIRROR_SCHEMA, rows, marks)
 
 
 def _mirror_rows(changelog: pa.dataset.Dataset) -> Iterator[pa.RecordBatch]:
@@ -177,14 +172,22 @@ def _mirror_rows(changelog: pa.dataset.Dataset) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pydict(columns, schema=MIRROR_SCHEMA)
 
 
-class _Counted:
-    """Passes record batches through, counting their rows."""
+def _create_with_marks(
+    path: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch], marks: SnapshotMarks
+) -> int:
+    """Create the table at ``path`` from ``batches`` in one commit carrying ``marks``;
+    return its row count. The batches are streamed, not held in memory."""
+    rows = [0]
 
-    def __init__(self, batches: Iterable[pa.RecordBatch]) -> None:
-        self.batches = batches
-        self.rows = 0
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        for batch in self.batches:
-            self.rows += batch.num_rows
+    def counted() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows[0] += batch.num_rows
             yield batch
+
+    write_deltalake(
+        str(path),
+        pa.RecordBatchReader.from_batches(schema, counted()),
+        mode="error",
+        commit_properties=marks.properties(),
+    )
+    return rows[0]

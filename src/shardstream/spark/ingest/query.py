@@ -33,12 +33,14 @@ from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink
 from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
 from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
-from shardstream.spark.ingest.snapshot import check_snapshot_options, load_snapshot
+from shardstream.spark.ingest.snapshot import (
+    START_OPTION_FLAGS,
+    check_snapshot_options,
+    load_snapshot,
+)
 
 CHECKPOINT_DIR: Final = "_checkpoint"
 APP_PREFIX: Final = "shardstream"
-# Source options the table's own watermark replaces when the checkpoint is gone.
-_START_OPTIONS: Final = ("startatoperationtime", "resumeafter", "startafter")
 # The mirror needs canonical Extended JSON: relaxed JSON loses BSON types.
 _FIXED_OPTIONS: Final = {"jsonFormat": "canonical"}
 
@@ -98,7 +100,8 @@ def stream_source_options(settings: IngestSettings) -> tuple[dict[str, str], str
     if watermark is None:
         return options, None
     time = watermark_cluster_time(watermark)
-    options = {k: v for k, v in options.items() if k.lower() not in _START_OPTIONS}
+    # The user's start gives way to the table's own watermark.
+    options = {k: v for k, v in options.items() if k.lower() not in START_OPTION_FLAGS}
     options["startAtOperationTime"] = f"{time.time},{time.inc}"
     return options, watermark
 

@@ -32,14 +32,16 @@ from typing import Any, Final, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from bson.codec_options import CodecOptions
-from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
-from pymongo.read_concern import ReadConcern
 
 from shardstream.cluster_sync.namespace_map import NamespaceMap
-from shardstream.cluster_sync.source_catalog import majority_time, source_collections
+from shardstream.cluster_sync.source_catalog import (
+    majority_reader,
+    majority_time,
+    read_batches,
+    source_collections,
+)
 from shardstream.errors import ConfigurationError
 from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA
@@ -55,9 +57,8 @@ from shardstream.spark.source.options import SourceKind, parse_options
 
 STAGING_DIR: Final = "_snapshot"
 READ_BATCH: Final = 2000  # documents per staged row group
-_RAW: Final = CodecOptions(document_class=RawBSONDocument)
 # The stream's own start options: with a snapshot, the stream starts at its T0.
-_START_OPTIONS: Final = {
+START_OPTION_FLAGS: Final = {
     "startatoperationtime": "--start-at-operation-time",
     "resumeafter": "--resume-after",
     "startafter": "--start-after",
@@ -80,7 +81,7 @@ def check_snapshot_options(source_options: Mapping[str, str]) -> None:
             "--snapshot)"
         )
     keys = {key.lower() for key in source_options}  # options are case-insensitive
-    given = [flag for key, flag in _START_OPTIONS.items() if key in keys]
+    given = [flag for key, flag in START_OPTION_FLAGS.items() if key in keys]
     if given:
         raise ConfigurationError(
             f"expected no start option with --snapshot (the stream starts at the "
@@ -142,21 +143,15 @@ def _stage(
     collections = [c for c in source_collections(client, scope) if c.kind == "collection"]
     # afterClusterTime T0: each shard waits until its majority snapshot reaches T0, so the
     # read sees every write at or before T0 (the stream carries the later ones).
-    with client.start_session(causal_consistency=True) as session:
-        session.advance_operation_time(start)
-        for number, collection in enumerate(collections):
-            db, name = collection.ns
-            reader = client[db].get_collection(
-                name, codec_options=_RAW, read_concern=ReadConcern("majority")
-            )
-            with pq.ParquetWriter(staging / f"{number:06d}.parquet", CHANGELOG_SCHEMA) as writer:
-                batch: list[bytes] = []
-                for document in reader.find({}, batch_size=READ_BATCH, session=session):
-                    batch.append(document.raw)
-                    if len(batch) >= READ_BATCH:
-                        writer.write_batch(read_rows(batch, db, name, token=token, start=start))
-                        batch = []
-                writer.write_batch(read_rows(batch, db, name, token=token, start=start))
+    for number, collection in enumerate(collections):
+        db, name = collection.ns
+        batches = read_batches(
+            majority_reader(client, collection.ns), {}, at=start, size=READ_BATCH
+        )
+        with pq.ParquetWriter(staging / f"{number:06d}.parquet", CHANGELOG_SCHEMA) as writer:
+            for batch in batches:
+                raw = [bytes(document.raw) for document in batch]  # bytes already
+                writer.write_batch(read_rows(raw, db, name, token=token, start=start))
 
 
 def _staged_batches(staging: Path) -> Iterator[pa.RecordBatch]:
