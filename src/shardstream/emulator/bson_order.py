@@ -1,4 +1,5 @@
-"""Emulator: the server's order of BSON values, for ``sort``, ``$gt``-style filters and ``$expr``.
+"""Emulator: the server's order of BSON values, for ``sort``, ``$gt``-style filters and
+``$expr``, and their ``$type`` names.
 
 Values of different *type brackets* order by bracket (MinKey < null < numbers < strings <
 documents < arrays < BinData < ObjectId < bool < date < Timestamp < regex < code < MaxKey);
@@ -23,14 +24,16 @@ import datetime
 import math
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
+from bson.binary import Binary
 from bson.code import Code
 from bson.datetime_ms import DatetimeMS
 from bson.dbref import DBRef
 from bson.decimal128 import Decimal128
+from bson.int64 import Int64
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
 from bson.objectid import ObjectId
@@ -49,6 +52,15 @@ _FLAG_LETTERS: Final = (
     ("i", re.IGNORECASE), ("l", re.LOCALE), ("m", re.MULTILINE),
     ("s", re.DOTALL), ("u", re.UNICODE), ("x", re.VERBOSE),
 )  # fmt: skip
+
+
+# What a comparison operator makes of compare()'s sign, for find filters and expressions.
+ORDERED: Final[dict[str, Callable[[int], bool]]] = {
+    "$gt": lambda c: c > 0,
+    "$gte": lambda c: c >= 0,
+    "$lt": lambda c: c < 0,
+    "$lte": lambda c: c <= 0,
+}
 
 
 def sort_key(value: Any) -> SortKey:
@@ -134,3 +146,35 @@ def is_nan(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | Decimal128) and not isinstance(value, bool)
+
+
+def bson_type_name(value: Any) -> str:
+    """The ``$type`` name of a decoded BSON value."""
+    if isinstance(value, Code):  # before str: Code subclasses it
+        return "javascript" if value.scope is None else "javascriptWithScope"
+    if isinstance(value, int) and not isinstance(value, bool | Int64):
+        # bson encodes a Python int outside int32's range as an int64.
+        return "int" if -(2**31) <= value < 2**31 else "long"
+    for kind, name in _TYPE_NAMES:
+        if isinstance(value, kind):
+            return name
+    raise CommandError(2, "BadValue", f"no BSON type for {type(value).__name__}")
+
+
+_TYPE_NAMES: Final[tuple[tuple[type | tuple[type, ...], str], ...]] = (
+    (bool, "bool"),
+    (Int64, "long"),
+    (float, "double"),
+    (str, "string"),
+    ((dict, DBRef), "object"),
+    (list, "array"),
+    ((Binary, bytes), "binData"),
+    (ObjectId, "objectId"),
+    ((datetime.datetime, DatetimeMS), "date"),
+    (type(None), "null"),
+    ((Regex, re.Pattern), "regex"),
+    (Timestamp, "timestamp"),
+    (Decimal128, "decimal"),
+    (MinKey, "minKey"),
+    (MaxKey, "maxKey"),
+)

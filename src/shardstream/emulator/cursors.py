@@ -14,15 +14,15 @@ from __future__ import annotations
 import functools
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
 
-from shardstream.emulator.bson_order import MISSING_KEY, NULL_BRACKET, is_nan, sort_key
+from shardstream.emulator.aggregation_expressions import expression_is_true
+from shardstream.emulator.bson_order import MISSING_KEY, NULL_BRACKET, ORDERED, is_nan, sort_key
 from shardstream.emulator.faults import CommandError
-from shardstream.emulator.update_pipeline import expression_is_true
 
 MISSING = object()  # what lookup() gives for an absent path
 # The server caps a reply batch at 16 MiB of documents; larger replies would also exceed
@@ -40,14 +40,6 @@ def lookup(doc: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-_ORDERED: Final[dict[str, Callable[[int], bool]]] = {
-    "$gt": lambda c: c > 0,
-    "$gte": lambda c: c >= 0,
-    "$lt": lambda c: c < 0,
-    "$lte": lambda c: c <= 0,
-}
-
-
 def _compare(value: Any, op: str, operand: Any) -> bool:
     # Type bracketing, as the server's ComparisonMatchExpression: no match across
     # brackets, except null against missing and MinKey / MaxKey against everything.
@@ -61,7 +53,7 @@ def _compare(value: Any, op: str, operand: Any) -> bool:
         return False
     if is_nan(value) or is_nan(operand):  # NaN equals NaN, but is not below or above
         return op in ("$gte", "$lte") and is_nan(value) and is_nan(operand)
-    return _ORDERED[op]((left > right) - (left < right))
+    return ORDERED[op]((left > right) - (left < right))
 
 
 def _equals(value: Any, operand: Any) -> bool:
@@ -75,7 +67,7 @@ def _match_operator(value: Any, op: str, operand: Any) -> bool:
         return _equals(value, operand)
     if op == "$ne":
         return not _equals(value, operand)
-    if op in _ORDERED:
+    if op in ORDERED:
         return _compare(value, op, operand)
     if op == "$in":
         return any(_equals(value, item) for item in operand)
