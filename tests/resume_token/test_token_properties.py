@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from fractions import Fraction
 from typing import Any
 
+from bson import json_util
 from bson.binary import Binary
 from bson.code import Code
 from bson.datetime_ms import DatetimeMS
@@ -37,7 +39,12 @@ from shardstream.resume_token import (
 )
 from shardstream.resume_token.keystring.codec import encode_values
 from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
-from shardstream.resume_token.token_json import dumps, token_data_to_document
+from shardstream.resume_token.token_json import (
+    JSON_OPTIONS,
+    dumps,
+    loads,
+    token_data_to_document,
+)
 from tests.strategies import INT32, INT64, OBJECT_IDS, TEXT, TIMESTAMPS, UUIDS, token_data
 
 TIME = Timestamp(1700000000, 7)
@@ -197,3 +204,13 @@ def test_object_id_template_matches_the_general_encoder(
     assert token.data == general.hex().upper()
     assert token.type_bits == bits.serialize()
     assert decode_token(token) == data
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_loads_parses_a_canonical_date_as_json_util_does(millis: int) -> None:
+    # loads has its own (faster) $date parser; it must give json_util's value and type,
+    # a naive UTC datetime in range and a DatetimeMS outside it.
+    text = json.dumps({"d": {"$date": {"$numberLong": str(millis)}}})
+    ours, theirs = loads(text)["d"], json_util.loads(text, json_options=JSON_OPTIONS)["d"]
+    assert type(ours) is type(theirs)
+    assert ours == theirs

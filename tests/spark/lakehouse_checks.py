@@ -22,6 +22,7 @@ from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.extended_json import event_to_json
+from shardstream.transform.raw.event_writer import encode_event_document
 
 
 def simulate(*, seed: int, shards: int = 3, operations: int = 300) -> SimulationResult:
@@ -76,7 +77,9 @@ def event_row(
         "documentKey": event_to_json({"_id": _id}) if _id is not None else None,
         "fullDocument": event_to_json(doc) if doc is not None else None,
         "to": event_to_json({"db": to[0], "coll": to[1]}) if to else None,
-        "_oplogUpdate": event_to_json({"$v": 2, "diff": diff}) if diff is not None else None,
+        "_oplogUpdate": encode_event_document({"$v": 2, "diff": diff})
+        if diff is not None
+        else None,
         "_fragment": fragment,
     }
 

@@ -18,6 +18,8 @@ from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.mirror_state import MirrorRow, apply_batch, batch_needs
 from shardstream.spark.source.rows import event_to_row
 from shardstream.transform.extended_json import event_to_json
+from shardstream.transform.raw.extended_json import bson_to_json
+from shardstream.transform.update.apply_update import apply_update
 from tests.spark.lakehouse_checks import event_row, merged_events, simulate
 from tests.strategies import document_keys
 
@@ -162,6 +164,32 @@ def test_bad_rows_name_what_was_expected() -> None:
     stored = _stored("shop", "orders", 1, {"_id": 1})
     with pytest.raises(TransformError):
         apply_batch([event_row("update", _id=1, diff={"q": {}})], [stored])
+
+
+def test_a_diff_with_deprecated_types_applies_as_its_extended_json_would() -> None:
+    # The mirror's documents are json_util's text, where a Symbol is a string and
+    # Undefined null; the diff's decoded values must give that same text.
+    stored = _stored("shop", "orders", 1, {"_id": 1, "a": 1})
+    event = event_row("update", _id=1, diff={"u": {"a": "s", "b": None}})
+    raw = event["_oplogUpdate"]
+    deprecated = raw.replace(b"\x02a\x00", b"\x0ea\x00").replace(b"\x0ab\x00", b"\x06b\x00")
+    assert deprecated != raw
+    (row,) = apply_batch([{**event, "_oplogUpdate": deprecated}], [stored]).rows.values()
+    assert row is not None
+    via_json = apply_update({"_id": 1, "a": 1}, loads(bson_to_json(deprecated)))
+    assert (
+        row.full_document()
+        == event_to_json(via_json)
+        == '{"_id": {"$numberInt": "1"}, "a": "s", "b": null}'
+    )
+
+
+def test_a_diff_column_that_is_not_bson_names_the_event() -> None:
+    stored = _stored("shop", "orders", 1, {"_id": 1})
+    event = event_row("update", _id=1, diff={"u": {"a": 1}})
+    for bad, what in ((b"\x05\x00\x00", "not BSON"), ('{"u": {}}', "got '")):
+        with pytest.raises(SinkError, match=f"_oplogUpdate.*{event['_id']}.*{what}"):
+            apply_batch([{**event, "_oplogUpdate": bad}], [stored])
 
 
 def test_a_simulated_stream_in_batches_rebuilds_the_reference_state() -> None:

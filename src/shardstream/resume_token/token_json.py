@@ -10,10 +10,12 @@ including the three pymongo folds into others (Symbol, Undefined, DBPointer).
 from __future__ import annotations
 
 import json
+import struct
 import uuid as uuid_module
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import bson
 from bson import json_util
 from bson.binary import Binary
 from bson.code import Code
@@ -118,26 +120,41 @@ _SCALARS: Final[dict[str, Callable[[str], Any]]] = {
 
 
 def _object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
-    for key, _ in pairs:
-        if key[:1] == "$":
-            break
-    else:
-        # No "$" name: json_util returns the plain document as it is (its parsers are all
-        # for "$" names); building it here skips its per-name lookups, most of a mirror
-        # update's decoding time.
-        return dict(pairs)
-    if len(pairs) == 1:
+    if len(pairs) == 1:  # most objects of canonical text: a type wrapper
         key, value = pairs[0]
+        if key[:1] != "$":
+            return {key: value}
         parse = _SCALARS.get(key)
         if parse is not None and isinstance(value, str):
             return parse(value)  # what json_util's parser for the name returns
+        if key == "$date" and isinstance(value, Int64):
+            return _date(value)  # canonical {"$date": {"$numberLong": ...}}
         if key == "$symbol" and isinstance(value, str):
             return Symbol(value)
         if key == "$undefined" and value is True:
             return UNDEFINED
         if key == "$dbPointer" and isinstance(value, DBRef) and value.database is None:
             return DBPointer(value.collection, value.id)
-    return json_util.object_pairs_hook(pairs, JSON_OPTIONS)
+        return json_util.object_pairs_hook(pairs, JSON_OPTIONS)
+    for key, _ in pairs:
+        if key[:1] == "$":
+            return json_util.object_pairs_hook(pairs, JSON_OPTIONS)
+    # No "$" name: json_util returns the plain document as it is (its parsers are all for
+    # "$" names); building it here skips its per-name lookups, most of a mirror update's
+    # decoding time.
+    return dict(pairs)
+
+
+_DATE_DOCUMENT: Final = struct.Struct("<i2sq")  # {"": <UTC datetime>}: length, type+name, ms
+_DATE_LENGTH: Final = _DATE_DOCUMENT.size + 1
+
+
+def _date(millis: int) -> Any:
+    """What json_util's ``$date`` parser returns for ``millis`` under :data:`JSON_OPTIONS`:
+    pymongo's C decoder makes the same conversion (naive UTC, or DatetimeMS out of
+    datetime's range) in a microsecond instead of ~14."""
+    packed = _DATE_DOCUMENT.pack(_DATE_LENGTH, b"\x09\x00", millis) + b"\x00"
+    return bson.decode(packed, JSON_OPTIONS)[""]
 
 
 def to_json_ready(value: Any) -> Any:

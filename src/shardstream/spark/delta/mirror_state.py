@@ -28,9 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import bson
-from bson.errors import InvalidDocument
+from bson.errors import InvalidBSON, InvalidDocument
 
 from shardstream.errors import SinkError
+from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.mirror_keys import RowKey, document_id
 from shardstream.transform.extended_json import event_to_json
@@ -39,6 +40,8 @@ from shardstream.transform.update.apply_update import apply_update
 
 Namespace = tuple[str, str]
 
+# Decoded as the oplog reader decodes entries (UUIDs stay BinData, out-of-range dates kept).
+DIFF_CODEC_OPTIONS: Final = OPLOG_CODEC_OPTIONS
 SET_OPERATIONS: Final = frozenset({"insert", "replace"})
 NAMESPACE_OPERATIONS: Final = frozenset({"drop", "rename", "dropDatabase"})
 
@@ -200,7 +203,7 @@ def apply_batch(
                     )
                 unknown += 1
                 continue
-            diff = loads(_required(event, "_oplogUpdate"))
+            diff = _oplog_diff(event)
             updated = _row_from_event(event, key)
             updated.with_document(apply_update(base.document(), diff))
             current[key] = updated
@@ -260,6 +263,25 @@ def _row_from_event(event: Mapping[str, Any], key: RowKey, text: str | None = No
         cluster_time=event["clusterTime"],
         _text=text,
     )
+
+
+def _oplog_diff(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An update's ``$v:2`` diff, from its BSON bytes (the ``_oplogUpdate`` column)."""
+    raw = event.get("_oplogUpdate")
+    if not isinstance(raw, bytes):
+        raise SinkError(
+            f"expected column '_oplogUpdate' to hold an update's BSON diff in event "
+            f"{event.get('_id')}, got {raw!r:.100}"
+        )
+    try:
+        # The values json_util's text of these bytes parses back to: a Symbol decodes as
+        # str, Undefined as None and a DBPointer as a DBRef, as that text writes them.
+        return bson.decode(raw, DIFF_CODEC_OPTIONS)
+    except InvalidBSON as exc:
+        raise SinkError(
+            f"expected column '_oplogUpdate' to hold an update's BSON diff in event "
+            f"{event.get('_id')}, got bytes that are not BSON ({exc})"
+        ) from exc
 
 
 def _event_key(event: Mapping[str, Any]) -> RowKey:

@@ -67,9 +67,7 @@ def encoded_event_row(event: EncodedEvent, *, relaxed: bool) -> dict[str, Any]:
     row["txnNumber"] = int(txn_number) if txn_number is not None else None
     row["lsid"] = _json(top.get("lsid"), relaxed)
     row["shard"] = event.shard
-    row["_oplogUpdate"] = (
-        bson_to_json(_bytes_of(raw_update)) if isinstance(raw_update, RawBSONDocument) else None
-    )
+    row["_oplogUpdate"] = _bytes_of(raw_update) if isinstance(raw_update, RawBSONDocument) else None
     row["_fragment"] = event.fragment_of
     return row
 

@@ -7,8 +7,9 @@ order because KeyString bytes do and upper-case hex keeps byte order; ``_idTypeB
 token's ``_typeBits`` bytes as hex when it has any (a documentKey holding a long, double or
 decimal), so ``{_data: _id, _typeBits: _idTypeBits}`` resumes a native change stream.  Two
 internal columns ride along for the sinks and are not part of the public schema:
-``_oplogUpdate`` (the oplog's own ``$v:2`` diff of an update: ``updateDescription``
-alone cannot replay dotted or numeric field names) and ``_fragment`` (the whole
+``_oplogUpdate`` (the oplog's own ``$v:2`` diff of an update, as its BSON bytes: the mirror
+decodes it in C instead of parsing JSON, and ``updateDescription`` alone cannot replay dotted
+or numeric field names) and ``_fragment`` (the whole
 event's operationType, for a fragment of a split event).
 
 pyarrow only (no pyspark): the rows are built on executors and in unit tests.
@@ -51,7 +52,7 @@ EVENT_SCHEMA: Final = pa.schema(
         pa.field("txnNumber", pa.int64()),
         pa.field("lsid", pa.string()),
         pa.field("shard", pa.string()),
-        pa.field("_oplogUpdate", pa.string()),
+        pa.field("_oplogUpdate", pa.binary()),
         pa.field("_fragment", pa.string()),
     ]
 )
@@ -63,6 +64,7 @@ PUBLIC_COLUMNS: Final = tuple(
 
 _SPARK_TYPES: Final = {
     pa.string(): "string",
+    pa.binary(): "binary",
     pa.int64(): "bigint",
     pa.timestamp("us", tz="UTC"): "timestamp",
     CLUSTER_TIME_TYPE: "struct<t: bigint, i: bigint>",
@@ -102,7 +104,10 @@ def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]
     row["txnNumber"] = int(txn_number) if txn_number is not None else None
     row["lsid"] = _json(lsid, options)
     row["shard"] = event.shard
-    row["_oplogUpdate"] = _json(event.raw_update, CANONICAL)
+    raw_update = event.raw_update
+    row["_oplogUpdate"] = (
+        encode_event_document(raw_update) if isinstance(raw_update, Mapping) else None
+    )
     row["_fragment"] = event.fragment_of
     return row
 
