@@ -29,10 +29,17 @@ def shard_events(
 def merged_events(
     result: SimulationResult, options: ChangeStreamOptions = RAW
 ) -> list[dict[str, Any]]:
+    """Every shard's events of a simulated run in the merged order (:func:`merged_oplog_events`)."""
+    return merged_oplog_events(result.oplogs, options)
+
+
+def merged_oplog_events(
+    oplogs: Mapping[str, Sequence[Mapping[str, Any]]], options: ChangeStreamOptions = RAW
+) -> list[dict[str, Any]]:
     """Every shard's events in the merged order: clusterTime, then the token's ``_data``.
 
-    Complexity: O(n log n) in the run's events.
+    Complexity: O(n log n) in the events.
     """
-    events = [event for oplog in result.oplogs.values() for event in shard_events(oplog, options)]
+    events = [event for oplog in oplogs.values() for event in shard_events(oplog, options)]
     events.sort(key=lambda event: (event["clusterTime"], event["_id"]["_data"]))
     return events
