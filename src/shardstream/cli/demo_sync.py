@@ -19,6 +19,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 from shardstream.cluster_sync import sync, verify
+from shardstream.cluster_sync.compare_clusters import compare_namespace
 from shardstream.emulator import EmulatedCluster
 from shardstream.sim import SimulationConfig
 from shardstream.sim.apply_events import encoded_state
@@ -111,18 +112,14 @@ def _matches_truth(source: SimulatedSource, target: EmulatedCluster, out: TextIO
         f"{len(truth)} collections, byte for byte): {verdict}",
         file=out,
     )
-    if held != truth:
-        for ns in sorted(set(held) | set(truth)):
-            ours, expected = held.get(ns, {}), truth.get(ns, {})
-            if ours != expected:
-                missing, extra = len(expected.keys() - ours.keys()), len(ours.keys() - expected)
-                different = sum(
-                    1 for key in ours.keys() & expected.keys() if ours[key] != expected[key]
-                )
-                print(
-                    f"  {'.'.join(ns)}: {missing} missing, {extra} extra, {different} different",
-                    file=out,
-                )
+    for ns in sorted(set(held) | set(truth)):
+        found = compare_namespace(ns, ns, truth.get(ns, {}), held.get(ns, {}))
+        if found.missing_count or found.extra_count or found.different_count:
+            print(
+                f"  {'.'.join(ns)}: {found.missing_count} missing, {found.extra_count} extra, "
+                f"{found.different_count} different",
+                file=out,
+            )
     return held == truth
 
 

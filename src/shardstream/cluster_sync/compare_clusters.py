@@ -143,7 +143,7 @@ def _only_on_target(
             digests = _digests(target, (db, name))
             # An empty collection holds no document the source lacks: not a difference.
             if digests:
-                yield _comparison(origin, (db, name), {}, digests, only_on_target=True)
+                yield compare_namespace(origin, (db, name), {}, digests, only_on_target=True)
 
 
 def _digests(client: MongoClient[Any], ns: Namespace) -> dict[bytes, bytes]:
@@ -158,10 +158,10 @@ def _digests(client: MongoClient[Any], ns: Namespace) -> dict[bytes, bytes]:
 def _compare(
     source: MongoClient[Any], target: MongoClient[Any], ns: Namespace, mapped: Namespace
 ) -> NamespaceComparison:
-    return _comparison(ns, mapped, _digests(source, ns), _digests(target, mapped))
+    return compare_namespace(ns, mapped, _digests(source, ns), _digests(target, mapped))
 
 
-def _comparison(
+def compare_namespace(
     ns: Namespace,
     mapped: Namespace,
     left: dict[bytes, bytes],
@@ -169,6 +169,9 @@ def _comparison(
     *,
     only_on_target: bool = False,
 ) -> NamespaceComparison:
+    """Compare one namespace's documents (key -> digest) on each side; with whole
+    documents as values the counts hold, the hashes do not (they read a digest's first
+    16 bytes)."""
     missing = [key for key in left if key not in right]
     extra = [key for key in right if key not in left]
     different = [key for key in left if key in right and left[key] != right[key]]
