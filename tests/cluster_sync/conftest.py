@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,51 +14,21 @@ from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.resume_token import decode_token_document
 from shardstream.sim import SimulationConfig
 from shardstream.sim.emulated_source import SimulatedSource
-
-WAIT_S = 60.0
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # bounded by the deadline
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+from tests.sync_thread import SyncThread, wait_for
 
 
-class RunningSync:
+class RunningSync(SyncThread):
     """A :class:`SyncJob` on a thread, with its result or error kept for the test."""
 
     def __init__(self, options: SyncOptions) -> None:
         self.lines: list[str] = []
         self.job = SyncJob(options, report=self.lines.append)
-        self.result: SyncResult | None = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="test-sync", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.result = self.job.run()
-        except BaseException as exc:  # handed to the test
-            self.error = exc
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
+        super().__init__(self.job.run)
 
     def finish(self) -> SyncResult:
         """Stop after the batch in flight and return the result (re-raising its error)."""
         self.job.stop()
-        self._thread.join(WAIT_S)
-        assert not self._thread.is_alive(), "the sync did not stop"
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
+        return self.join()
 
 
 def sync_to_the_end(

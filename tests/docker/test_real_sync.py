@@ -26,19 +26,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable
 from typing import Any, Final
 
 import pytest
 from pymongo import MongoClient
 
 import shardstream
-from shardstream.cluster_sync import SyncResult
 from shardstream.sim.emulated_source import cluster_state
 from tests.docker.sharded_cluster import replica_set, sharded_cluster
 from tests.docker.sync_workload import DB, change_source, seed_source
+from tests.sync_thread import SyncThread, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMAGE: Final = "mongo:8.0"
@@ -46,16 +43,6 @@ IMAGE: Final = "mongo:8.0"
 # well past the longest step of a round, not one gap between two writes.
 IDLE_EXIT_S: Final = 20.0
 WAIT_S: Final = 300.0
-
-
-def _wait_for(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:  # bounded by the deadline
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {WAIT_S} s waiting for {what}")
 
 
 def _client(uri: str) -> MongoClient[Any]:
@@ -66,35 +53,11 @@ def _checkpoint(target: MongoClient[Any]) -> dict[str, Any]:
     return target.shardstream_sync.checkpoints.find_one({"_id": "default"}) or {}
 
 
-class _SyncThread:
-    """``shardstream.sync`` on a thread, its result or error kept."""
-
-    def __init__(self, source: str, target: str, **options: Any) -> None:
-        self.lines: list[str] = []
-        self.result: SyncResult | None = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._run, args=(source, target), kwargs=options, daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, source: str, target: str, **options: Any) -> None:
-        try:
-            self.result = shardstream.sync(source, target, report=self.lines.append, **options)
-        except BaseException as exc:  # handed to the test
-            self.error = exc
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def join(self) -> SyncResult:
-        self._thread.join(WAIT_S)
-        assert not self._thread.is_alive(), f"the sync did not go idle in {WAIT_S} s"
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
+def _sync_thread(source: str, target: str, **options: Any) -> tuple[SyncThread, list[str]]:
+    """``shardstream.sync`` on a thread, and the progress lines it reports."""
+    lines: list[str] = []
+    run = SyncThread(lambda: shardstream.sync(source, target, report=lines.append, **options))
+    return run, lines
 
 
 def _assert_same(
@@ -118,16 +81,19 @@ def test_sync_into_a_sharded_cluster_through_migrations_transactions_and_ddl(
     ):
         seed_source(src)
         assert src.admin.command("balancerStatus").get("mode") == "full"
-        sync = _SyncThread(source.uri, target.uri, shard_target=True, idle_exit_s=IDLE_EXIT_S)
+        sync, lines = _sync_thread(
+            source.uri, target.uri, shard_target=True, idle_exit_s=IDLE_EXIT_S
+        )
         # The changes start once the copy is done: a rename or drop that overlaps the copy
         # is not what this test is about (the emulated tests overlap copy and CRUD).
-        _wait_for(
+        wait_for(
             lambda: _checkpoint(dst).get("phase") == "stream" or not sync.running,
             "the copy to finish",
+            WAIT_S,
         )
         assert sync.running, f"the sync ended before the changes: {sync.error!r}"
         txn_shards = change_source(src, 1, source.shard_uris)
-        result = sync.join()
+        result = sync.join(WAIT_S, f"the sync did not go idle in {WAIT_S} s")
         assert txn_shards == 2, "the transaction's documents should be on both shards"
         assert dst[DB].orders.find_one({"_id": "last-1"}) is not None, (
             "the sync went idle before the last change: raise IDLE_EXIT_S"
@@ -137,7 +103,7 @@ def test_sync_into_a_sharded_cluster_through_migrations_transactions_and_ddl(
         for name in ("orders", "late_1"):
             sharded = dst.config.collections.find_one({"_id": f"{DB}.{name}"}) or {}
             assert sharded.get("key") == {"_id": "hashed"}, f"{DB}.{name} on the target"
-        assert any(line.startswith("sync stream:") for line in sync.lines)
+        assert any(line.startswith("sync stream:") for line in lines)
 
 
 def _cli_sync(source: str, target: str, *extra: str) -> subprocess.Popen[str]:
@@ -161,13 +127,14 @@ def test_a_killed_cli_sync_into_a_replica_set_resumes_to_equal(docker_engine: No
         seed_source(src)
         process = _cli_sync(source.uri, target_uri)
         try:
-            _wait_for(
+            wait_for(
                 lambda: _checkpoint(dst).get("phase") == "stream" or process.poll() is not None,
                 "the copy to finish",
+                WAIT_S,
             )
             assert process.poll() is None, process.communicate()[1]
             change_source(src, 1, source.shard_uris)
-            _wait_for(lambda: _checkpoint(dst).get("token"), "a first applied batch")
+            wait_for(lambda: _checkpoint(dst).get("token"), "a first applied batch", WAIT_S)
         finally:
             process.send_signal(signal.SIGKILL)
             process.communicate(timeout=60)

@@ -18,6 +18,7 @@ from shardstream.merger.raw.encoded_event import leading_id
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.stream import ChangeStream
 from tests import factories as make
+from tests.oplog.live_helpers import load_committed
 from tests.paths import FAST, OnPath
 
 T = [Timestamp(1700000000, i) for i in range(20)]
@@ -42,10 +43,7 @@ def _oplogs() -> dict[str, list[dict[str, Any]]]:
 
 def _cluster() -> EmulatedCluster:
     cluster = EmulatedCluster(shards=2)
-    for name, entries in _oplogs().items():
-        for entry in entries:
-            cluster.shard(name).append(entry)
-        cluster.shard(name).set_majority(entries[-1]["ts"])
+    load_committed(cluster, _oplogs())
     return cluster
 
 

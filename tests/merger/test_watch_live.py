@@ -20,6 +20,7 @@ from shardstream.emulator import EmulatedCluster
 from shardstream.oplog.file_source import FileOplogSource
 from tests import factories as make
 from tests.merger.stream_helpers import collect
+from tests.oplog.live_helpers import load_committed
 from tests.paths import OnPath
 
 
@@ -42,10 +43,7 @@ def test_watching_a_cluster_uri_merges_its_shards_like_the_files(
 ) -> None:
     oplogs = _oplogs()
     with EmulatedCluster(shards=2) as cluster:
-        for name, entries in oplogs.items():
-            for entry in entries:
-                cluster.shard(name).append(entry)
-            cluster.shard(name).set_majority(entries[-1]["ts"])
+        load_committed(cluster, oplogs)
         start = Timestamp(1700000000, 1)
         with path.watch(
             cluster.uri, start_at_operation_time=start, max_await_time_ms=100
@@ -84,10 +82,7 @@ def test_the_watch_command_writes_the_merged_stream(
     oplogs = _oplogs()
     monkeypatch.setattr("shardstream.cli.watch.STATS_EVERY_S", 0.0)
     with EmulatedCluster(shards=2) as cluster:
-        for name, entries in oplogs.items():
-            for entry in entries:
-                cluster.shard(name).append(entry)
-            cluster.shard(name).set_majority(entries[-1]["ts"])
+        load_committed(cluster, oplogs)
         argv = ["watch", cluster.uri, "--start-at-operation-time", "1700000000,1"]
         argv += ["--read-preference", "nearest"]
         assert main([*argv, "--max-events", "4", "--stats"]) == 0

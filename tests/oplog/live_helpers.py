@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bson.timestamp import Timestamp
 
-from shardstream.emulator import EmulatedReplicaSet
+from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
 from shardstream.oplog.live.tailer import LiveOplogSource
 from shardstream.oplog.source import OplogBatch
 
@@ -19,6 +19,16 @@ AWAIT_MS = 50
 def noop(second: int) -> dict[str, Any]:
     """A noop oplog entry at ``Timestamp(second, 1)``."""
     return {"ts": Timestamp(second, 1), "op": "n", "ns": "", "o": {"msg": f"n{second}"}}
+
+
+def load_committed(
+    cluster: EmulatedCluster, oplogs: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> None:
+    """Append each shard's entries and make them all majority-committed."""
+    for name, entries in oplogs.items():
+        for entry in entries:
+            cluster.shard(name).append(entry)
+        cluster.shard(name).set_majority(entries[-1]["ts"])
 
 
 def fill(shard: EmulatedReplicaSet, first: int, last: int, *, commit: bool = True) -> None:

@@ -23,6 +23,7 @@ from shardstream.oplog.live.faults import RetryPolicy
 from shardstream.oplog.live.process_tailer import ProcessOplogSource
 from tests import factories as make
 from tests.merger.stream_helpers import collect
+from tests.oplog.live_helpers import load_committed
 
 from .live_helpers import AWAIT_MS, fill, noop, poll, promised, reaches, seconds
 
@@ -162,10 +163,7 @@ def test_watch_with_process_tailers_equals_the_thread_result():
     }
     results = {}
     with EmulatedCluster(shards=2) as cluster:
-        for name, entries in oplogs.items():
-            for entry in entries:
-                cluster.shard(name).append(entry)
-            cluster.shard(name).set_majority(entries[-1]["ts"])
+        load_committed(cluster, oplogs)
         for tailer in ("thread", "process"):
             with shardstream.watch(
                 cluster.uri, start_at_operation_time=t[1], max_await_time_ms=100, tailer=tailer

@@ -14,6 +14,7 @@ from shardstream.sim import simulated_sources
 from shardstream.spark.source.options import parse_options
 from shardstream.spark.source.simulated_input import simulated_run
 from shardstream.transform import ChangeStreamOptions
+from tests.oplog.live_helpers import load_committed
 
 pytestmark = pytest.mark.spark
 
@@ -163,10 +164,7 @@ def test_a_live_cluster_through_spark(spark: Any, tmp_path: Path) -> None:
     files = spark.read.format("shardstream").options(oplog=",".join(paths), **start).load()
     expected = sorted(files.collect(), key=lambda row: row["_id"])
     with EmulatedCluster(shards=2) as cluster:
-        for name, entries in OPLOGS.items():
-            for entry in entries:
-                cluster.shard(name).append(entry)
-            cluster.shard(name).set_majority(entries[-1]["ts"])
+        load_committed(cluster, OPLOGS)
         rows = _run(
             spark,
             {"uri": cluster.uri, "maxEventsPerTrigger": "4", **start},

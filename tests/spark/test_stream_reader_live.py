@@ -22,6 +22,7 @@ from shardstream.spark.source.data_source import ShardstreamStreamReader
 from shardstream.spark.source.offsets import token_of_text
 from shardstream.spark.source.options import parse_options
 from tests import factories as make
+from tests.oplog.live_helpers import load_committed
 
 T = [Timestamp(1700000000, i) for i in range(30)]
 OPLOGS = {
@@ -74,10 +75,7 @@ def test_live_batches_equal_the_same_oplogs_read_as_files(
         ).initialOffset(),
     )
     with EmulatedCluster(shards=2) as cluster:
-        for name, entries in OPLOGS.items():
-            for entry in entries:
-                cluster.shard(name).append(entry)
-            cluster.shard(name).set_majority(entries[-1]["ts"])
+        load_committed(cluster, OPLOGS)
         reader = ShardstreamStreamReader(parse_options({"uri": cluster.uri, **common}))
         reader.prepareForTriggerAvailableNow()
         try:
@@ -119,10 +117,7 @@ def test_a_live_start_is_pinned_in_the_first_offset_so_a_restart_needs_no_option
     # given other options (the snapshot's T0 is an option of the first run only) must
     # still start where the first run did.
     with EmulatedCluster(shards=2) as cluster:
-        for name, entries in OPLOGS.items():
-            for entry in entries:
-                cluster.shard(name).append(entry)
-            cluster.shard(name).set_majority(entries[-1]["ts"])
+        load_committed(cluster, OPLOGS)
         first = ShardstreamStreamReader(
             parse_options({"uri": cluster.uri, "startAtOperationTime": "1700000000,3"})
         )
