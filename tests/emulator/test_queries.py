@@ -89,6 +89,9 @@ def test_find_sorts_skips_limits_and_projects_across_types(
     with pytest.raises(OperationFailure) as mixed:
         coll.find_one({}, {"n": 1, "other": 0})
     assert mixed.value.code == 31254
+    with pytest.raises(OperationFailure) as unmatched:  # refused before any document is read
+        coll.find_one({"_id": "no such"}, {"n": 1, "other": 0})
+    assert unmatched.value.code == 31254
 
 
 def test_match_comparisons_stay_in_their_type_bracket_and_expr_crosses_them(

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from shardstream.emulator.cursors import ListCursor, ServerCursor, select, sort_documents
 from shardstream.emulator.faults import CommandError
-from shardstream.emulator.projection import project
+from shardstream.emulator.projection import projector
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
@@ -79,7 +79,8 @@ def run_pipeline(docs: list[Any], pipeline: list[Any], rng: random.Random) -> li
         elif name == "$sort":
             docs = sort_documents(docs, spec)
         elif name == "$project":
-            docs = [project(doc, spec) for doc in docs]
+            shape = projector(spec)
+            docs = [shape(doc) for doc in docs]
         else:
             docs = docs[: _positive(spec, "$limit")]
     return docs

@@ -158,7 +158,7 @@ def expression_is_true(expr: Any, document: Mapping[str, Any]) -> bool:
     Raises:
         CommandError: an unsupported expression (``InvalidPipelineOperator``, 168).
     """
-    current = dict(document)
+    current = document if isinstance(document, dict) else dict(document)  # read, never written
     return _truthy(evaluate(expr, {"ROOT": current, "CURRENT": current}))
 
 

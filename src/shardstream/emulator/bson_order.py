@@ -47,6 +47,7 @@ SortKey = tuple[Any, ...]
 MISSING_KEY: Final[SortKey] = (0,)
 NULL_BRACKET: Final = 5
 NUMBER_BRACKET: Final = 10
+NAN_KEY: Final[SortKey] = (NUMBER_BRACKET, 0)  # a double or decimal NaN: below every number
 # re flags as a regex's option letters, in the order BSON stores them.
 _FLAG_LETTERS: Final = (
     ("i", re.IGNORECASE), ("l", re.LOCALE), ("m", re.MULTILINE),
@@ -76,7 +77,7 @@ def sort_key(value: Any) -> SortKey:
     if isinstance(value, int | float | Decimal128):
         number = _number(value)
         # NaN sorts below every number; the marker keeps it out of numeric comparisons.
-        return (NUMBER_BRACKET, 0) if math.isnan(number) else (NUMBER_BRACKET, 1, number)
+        return NAN_KEY if math.isnan(number) else (NUMBER_BRACKET, 1, number)
     if isinstance(value, Code):  # before str: Code subclasses it
         if value.scope is None:
             return (60, str(value))
@@ -137,15 +138,6 @@ def compare(left: Any, right: Any) -> int:
     """-1, 0 or 1 as the server orders ``left`` against ``right`` (across brackets too)."""
     a, b = sort_key(left), sort_key(right)
     return (a > b) - (a < b)
-
-
-def is_nan(value: Any) -> bool:
-    """Whether ``value`` is a double or decimal NaN."""
-    return sort_key(value) == (NUMBER_BRACKET, 0) if _is_number(value) else False
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float | Decimal128) and not isinstance(value, bool)
 
 
 def bson_type_name(value: Any) -> str:

@@ -46,12 +46,9 @@ class EmulatedMongos(EmulatedNode):
             self._commands, lambda: cluster.shards, self.collection_docs, self.cluster_time
         )
         self.sharding = ShardingCatalog(
-            cluster.config.store, lambda: cluster.shards, self._dispatch, self.cluster_time
+            cluster.config.store, lambda: cluster.shards, self.run_command, self.cluster_time
         )
         self.sharding.register(self._commands)
-
-    def _dispatch(self, body: Body) -> Body:
-        return self._commands[next(iter(body)).lower()](body)
 
     def cluster_time(self) -> Timestamp:
         """The highest cluster time among the shards and the config server."""

@@ -21,7 +21,7 @@ from bson.max_key import MaxKey
 from bson.min_key import MinKey
 
 from shardstream.emulator.aggregation_expressions import expression_is_true
-from shardstream.emulator.bson_order import MISSING_KEY, NULL_BRACKET, ORDERED, is_nan, sort_key
+from shardstream.emulator.bson_order import MISSING_KEY, NAN_KEY, NULL_BRACKET, ORDERED, sort_key
 from shardstream.emulator.faults import CommandError
 
 MISSING = object()  # what lookup() gives for an absent path
@@ -51,8 +51,8 @@ def _compare(value: Any, op: str, operand: Any) -> bool:
         if isinstance(operand, MaxKey | MinKey):
             return op in (("$lt", "$lte") if isinstance(operand, MaxKey) else ("$gt", "$gte"))
         return False
-    if is_nan(value) or is_nan(operand):  # NaN equals NaN, but is not below or above
-        return op in ("$gte", "$lte") and is_nan(value) and is_nan(operand)
+    if left == NAN_KEY or right == NAN_KEY:  # NaN equals NaN, but is not below or above
+        return op in ("$gte", "$lte") and left == right
     return ORDERED[op]((left > right) - (left < right))
 
 

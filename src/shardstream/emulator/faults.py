@@ -170,4 +170,6 @@ class FaultMethods:
 def require_admin(body: Mapping[str, Any], command: str) -> None:
     """Refuse ``command`` sent to another database than admin, as mongod does (13)."""
     if body.get("$db") != "admin":
-        raise CommandError(13, "Unauthorized", f"{command} may only be run against admin")
+        raise CommandError(
+            13, "Unauthorized", f"{command} may only be run against the admin database."
+        )

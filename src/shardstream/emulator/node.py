@@ -35,7 +35,7 @@ from shardstream.emulator.faults import (
     Stall,
 )
 from shardstream.emulator.loading import LoadMethods
-from shardstream.emulator.projection import project
+from shardstream.emulator.projection import projector
 from shardstream.emulator.server import HOST, Connection, WireServer
 from shardstream.emulator.wire import OP_QUERY, Request
 
@@ -161,11 +161,12 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
 
     def make_cursor(self, ns: str, body: Body) -> ServerCursor:
         """Build the cursor for a ``find`` on ``ns``; roles override for special namespaces."""
+        projection = body.get("projection")
+        shape = projector(projection)  # refused before any document is read, as mongod does
         docs = self.collection_docs(ns)
         query = body.get("filter") or {}
         found = select(docs, query, body.get("skip"), body.get("limit"), body.get("sort"))
-        projection = body.get("projection")
-        return ListCursor(ns, [project(doc, projection) for doc in found] if projection else found)
+        return ListCursor(ns, [shape(doc) for doc in found] if projection else found)
 
     # -- dispatch ----------------------------------------------------------------------
 

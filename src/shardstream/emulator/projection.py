@@ -10,31 +10,32 @@ See also src/mongo/db/query/projection_parser.cpp.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardstream.emulator.faults import CommandError
 
 
-def project(doc: Mapping[str, Any], spec: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """``doc`` shaped by the inclusion or exclusion projection ``spec`` (None: unchanged).
+def projector(spec: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """What shapes each document by the inclusion or exclusion projection ``spec`` (None:
+    unchanged), checked once, before any document, as the server parses it.
 
     Raises:
         CommandError: ``BadValue`` for a dotted, ``$``-named or computed field;
             ``Location31254`` for an exclusion in an inclusion projection.
     """
     if not spec:
-        return doc
+        return lambda doc: doc
     included, excluded = _parse(spec)
     keep_id = bool(spec.get("_id", True))
     # {_id: 1} alone is an inclusion of _id only, {_id: 0} alone an exclusion of it.
     if included or (not excluded and "_id" in spec and keep_id):
-        return {
+        return lambda doc: {
             name: value
             for name, value in doc.items()
             if name in included or (name == "_id" and keep_id)
         }
-    return {
+    return lambda doc: {
         name: value
         for name, value in doc.items()
         if name not in excluded and (name != "_id" or keep_id)

@@ -28,7 +28,7 @@ import bson
 from bson.int64 import Int64
 
 from shardstream.emulator.document_store import Collection, DocumentStore
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import CommandError, require_admin
 from shardstream.emulator.write_oplog import OplogWriter
 
 Body = dict[str, Any]
@@ -155,7 +155,7 @@ class TransactionTable:
 
     def commit(self, body: Body) -> Body:
         """Answer ``commitTransaction``: log the operations as one ``applyOps`` entry."""
-        _admin_only(body, "commitTransaction")
+        require_admin(body, "commitTransaction")
         key, lsid, txn_number = _session(body)
         with self._store.lock:
             txn = self._open.get(key)
@@ -177,7 +177,7 @@ class TransactionTable:
 
     def abort(self, body: Body) -> Body:
         """Answer ``abortTransaction``: put back what the transaction changed."""
-        _admin_only(body, "abortTransaction")
+        require_admin(body, "abortTransaction")
         key, _, txn_number = _session(body)
         with self._store.lock:
             txn = self._open.get(key)
@@ -187,10 +187,3 @@ class TransactionTable:
                 raise _no_such(txn_number)
             self.roll_back(txn)
         return {"ok": 1.0}
-
-
-def _admin_only(body: Body, name: str) -> None:
-    if body.get("$db") != "admin":
-        raise CommandError(
-            13, "Unauthorized", f"{name} may only be run against the admin database."
-        )
