@@ -16,13 +16,12 @@ the time went.  Commands (the child answers each one):
 from __future__ import annotations
 
 import multiprocessing
-import threading
 import time
 from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
-from shardstream.bench.emulated import ClusterClock, noop_loop, preload, write_loop
+from shardstream.bench.emulated import ClusterClock, ClusterWriters, preload
 
 
 def _serve(conn: Connection, shards: int, oplogs: list[bytes]) -> None:
@@ -32,8 +31,8 @@ def _serve(conn: Connection, shards: int, oplogs: list[bytes]) -> None:
         if oplogs:
             preload(cluster, oplogs)
         conn.send(cluster.uri)
-        clock, stop = ClusterClock(), threading.Event()
-        threads: list[threading.Thread] = []
+        clock = ClusterClock()
+        writers: ClusterWriters | None = None
         while True:  # bounded: the parent always ends with "exit"
             command, args = conn.recv()
             reply: Any = None
@@ -41,24 +40,20 @@ def _serve(conn: Connection, shards: int, oplogs: list[bytes]) -> None:
                 reply = time.process_time()
             elif command == "live":
                 busy, rate, noop_s, ns = args
-                start = clock.tick()
+                # Past every shard's newest entry: a sync's idle-shard nudges go through
+                # the emulator's own write path, which this clock never hears of.
+                newest = [shard.oplog.last_ts for shard in cluster.shards if shard.oplog.last_ts]
+                start = clock.tick(after=max(newest, default=None))
                 for shard in cluster.shards:
                     shard.append({"op": "n", "ns": "", "o": {"msg": "bench start"}, "ts": start})
                     shard.set_majority(start)
-                stop.clear()
-                writer = (cluster.shards[:busy], rate, clock, stop)
-                threads = [threading.Thread(target=write_loop, args=writer, kwargs={"ns": ns})]
-                threads += [
-                    threading.Thread(target=noop_loop, args=(shard, noop_s, clock, stop))
-                    for shard in cluster.shards
-                ]
-                for thread in threads:
-                    thread.start()
+                writers = ClusterWriters(
+                    clock, cluster.shards[:busy], rate, cluster.shards, noop_s, ns=ns
+                )
                 reply = (start.time, start.inc)
-            elif command == "quiet":
-                stop.set()
-                for thread in threads:
-                    thread.join()
+            elif command == "quiet" and writers is not None:
+                writers.stop()
+                writers = None
             elif command == "exit":
                 break
             conn.send(reply)

@@ -27,24 +27,21 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
-import platform
 import resource
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 import bson
-import pymongo
 from bson.raw_bson import RawBSONDocument
 
 import shardstream
 from benchmarks.corpus import oplog_bytes
-from benchmarks.timing import median_rate
-from shardstream.bench.emulated import CORPUS_START, ClusterClock, noop_loop, preload, write_loop
+from benchmarks.timing import machine_line, median_rate
+from shardstream.bench.emulated import CORPUS_START, ClusterClock, ClusterWriters, preload
 from shardstream.merger import MergedStream
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.file_source import FileOplogSource
@@ -69,24 +66,19 @@ def _emulator_main(conn: Connection) -> None:
         # Plus a later no-op on every shard, so the corpus's last events leave the gate.
         preload(cluster, [conn.recv_bytes() for _ in cluster.shards])
         conn.send((cluster.uri, time.process_time()))
-        clock, stop, threads = ClusterClock(), threading.Event(), []
+        clock = ClusterClock()
+        writers: ClusterWriters | None = None
         while True:  # bounded: the parent always ends with "exit"
             command, args = conn.recv()
             if command == "live":
                 busy, interval = args
-                stop.clear()
-                writer = (cluster.shards[:busy], WRITES_PER_SHARD_S * busy, clock, stop)
-                threads = [threading.Thread(target=write_loop, args=writer)]
-                threads += [
-                    threading.Thread(target=noop_loop, args=(shard, interval, clock, stop))
-                    for shard in cluster.shards[busy:]
-                ]
-                for thread in threads:
-                    thread.start()
-            elif command == "quiet":
-                stop.set()
-                for thread in threads:
-                    thread.join()
+                rate = WRITES_PER_SHARD_S * busy
+                writers = ClusterWriters(
+                    clock, cluster.shards[:busy], rate, cluster.shards[busy:], interval
+                )
+            elif command == "quiet" and writers is not None:
+                writers.stop()
+                writers = None
             elif command == "exit":
                 break
             conn.send(time.process_time())
@@ -221,11 +213,7 @@ def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     per_shard = int(args[0]) if args else 50_000
     intervals = [float(x) for x in args[1].split(",")] if len(args) > 1 else [0.5, 1.0, 2.0]
-    print(
-        f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
-        f"{bson.has_c()}), {platform.machine()}, {multiprocessing.cpu_count()} cores, "
-        f"load average {os.getloadavg()[0]:.1f}"
-    )
+    print(machine_line())
     datas = [oplog_bytes(per_shard, seed=n) for n in range(SHARDS)]
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()

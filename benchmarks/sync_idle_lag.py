@@ -19,18 +19,19 @@ after a 2 s warm-up.  Reported: p50, p95, max, and the no-ops the sync wrote.
 from __future__ import annotations
 
 import os
-import platform
 import sys
 import threading
 import time
 from typing import Any
 
-import bson
 import pymongo
 from bson.timestamp import Timestamp
 
 from benchmarks.cluster_process import ClusterProcess
+from benchmarks.timing import machine_line
 from shardstream.cluster_sync import SyncJob, SyncOptions
+from shardstream.cluster_sync.idle_noop import NUDGE_MESSAGE
+from shardstream.oplog.live.discovery import discover_cluster
 
 RATE = 200.0  # inserts/s on the busy shard
 SERVER_NOOP_S = 10.0
@@ -39,15 +40,9 @@ WARM_UP_S = 2.0
 
 def oplog_entries(uri: str, query: dict[str, Any]) -> list[dict[str, Any]]:
     """The entries of every shard's oplog (behind the mongos ``uri``) matching ``query``."""
-    mongos: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(uri)
-    with mongos:
-        shards = mongos.admin.command("listShards")["shards"]
     entries: list[dict[str, Any]] = []
-    for shard in shards:
-        host = shard["host"].partition("/")[2] or shard["host"]
-        member: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-            f"mongodb://{host}/?directConnection=true", tz_aware=True
-        )
+    for shard in discover_cluster(uri).shards:
+        member: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(shard.uri, tz_aware=True)
         with member:
             entries += member.local["oplog.rs"].find(query)
     return entries
@@ -64,7 +59,7 @@ def apply_lags(target_uri: str, ns: str, since: float) -> list[float]:
 
 def nudges(source_uri: str, since: float) -> int:
     """The no-ops ``--idle-noop-interval`` wrote into the source's oplogs since ``since``."""
-    notes = oplog_entries(source_uri, {"op": "n", "o.msg": "shardstream sync idle shard no-op"})
+    notes = oplog_entries(source_uri, {"op": "n", "o.msg": NUDGE_MESSAGE})
     return sum(1 for entry in notes if entry["wall"].timestamp() >= since)
 
 
@@ -106,11 +101,7 @@ def one_row(
 def main(argv: list[str]) -> int:
     seconds = float(argv[0]) if argv else 30.0
     intervals = [float(x) for x in argv[1].split(",")] if len(argv) > 1 else [1.0]
-    print(
-        f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
-        f"{bson.has_c()}), {platform.machine()}, {os.cpu_count()} cores, load average "
-        f"{os.getloadavg()[0]:.1f}"
-    )
+    print(machine_line())
     print(
         f"apply lag, 2 source shards: shard 0 takes {RATE:.0f} inserts/s, shard 1 is idle; "
         f"server no-op every {SERVER_NOOP_S:.0f} s; {seconds:.0f} s per row, seconds"

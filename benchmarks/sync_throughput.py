@@ -32,7 +32,6 @@ import cProfile
 import io
 import json
 import os
-import platform
 import pstats
 import subprocess
 import sys
@@ -51,6 +50,7 @@ from bson.raw_bson import RawBSONDocument
 import shardstream
 from benchmarks.cluster_process import ClusterProcess
 from benchmarks.corpus import oplog_bytes
+from benchmarks.timing import machine_line
 from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
@@ -166,11 +166,7 @@ def one_sync(source: ClusterProcess, writers: int) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     per_shard = int(args[0]) if args else 10_000
-    print(
-        f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
-        f"{bson.has_c()}), {platform.machine()}, {os.cpu_count()} cores, load average "
-        f"{os.getloadavg()[0]:.1f}"
-    )
+    print(machine_line())
     datas = [oplog_bytes(per_shard, seed=n) for n in range(SOURCE_SHARDS)]
     report: dict[str, Any] = {"entries_per_shard": per_shard, "source_shards": SOURCE_SHARDS}
     with tempfile.TemporaryDirectory() as directory:

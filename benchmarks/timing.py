@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
 from collections.abc import Callable
+
+import bson
+import pymongo
 
 
 def median_rate(
@@ -24,3 +29,12 @@ def median_rate(
         rates.append(produced / (clock() - began))
     median = statistics.median(rates)
     return median, (max(rates) - min(rates)) / median, produced
+
+
+def machine_line() -> str:
+    """Python, pymongo (and whether its C extension is in), machine, cores and load now."""
+    return (
+        f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
+        f"{bson.has_c()}), {platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}"
+    )

@@ -166,6 +166,56 @@ def noop_loop(
         log_now(shard, clock, _noop, after=newest)
 
 
+class ClusterWriters:
+    """:func:`write_loop` over ``busy`` shards and :func:`noop_loop` on each ``idle`` one,
+    on threads, from construction until :meth:`stop`.
+
+    Args:
+        clock: the cluster's clock.
+        busy: the shards the writer inserts into, round-robin.
+        rate: inserts/s (0: no writer).
+        idle: the shards that log periodic no-ops.
+        interval: seconds between each idle shard's no-ops.
+        cluster: every shard (each no-op is later than their newest entries).
+        write_options: :func:`write_loop`'s keyword options (``ns``, ``store``).
+    """
+
+    def __init__(
+        self,
+        clock: ClusterClock,
+        busy: Sequence[EmulatedReplicaSet],
+        rate: float,
+        idle: Sequence[EmulatedReplicaSet],
+        interval: float,
+        *,
+        cluster: Sequence[EmulatedReplicaSet] = (),
+        **write_options: Any,
+    ) -> None:
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(
+                target=noop_loop,
+                args=(shard, interval, clock, self._stop),
+                kwargs={"cluster": cluster},
+                name=f"noop-{shard.name}",
+            )
+            for shard in idle
+        ]
+        if rate > 0:
+            writer = (busy, rate, clock, self._stop)
+            self._threads.append(
+                threading.Thread(target=write_loop, args=writer, kwargs=write_options)
+            )
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Stop every writer and wait for it."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+
 def _noop(ts: Timestamp) -> dict[str, Any]:
     return {"op": "n", "ns": "", "o": {"msg": "periodic noop"}, "ts": ts, "t": Int64(1)}
 
@@ -192,28 +242,21 @@ def preloaded_cluster(
     """
     with EmulatedCluster(shards=shards) as cluster:
         preload(cluster, [oplog_bytes(entries, seed=n) for n in range(shards)])
-        clock, stop = ClusterClock(), threading.Event()
-        threads = [
-            threading.Thread(
-                target=noop_loop,
-                args=(shard, noop_interval, clock, stop),
-                kwargs={"cluster": cluster.shards},
-                name=f"noop-{shard.name}",
-            )
-            for shard in cluster.shards
-        ]
-        if write_rate > 0:
-            options = {"ns": namespace, "store": True}
-            writer = (cluster.shards, write_rate, clock, stop)
-            threads.append(threading.Thread(target=write_loop, args=writer, kwargs=options))
-        for thread in threads:
-            thread.start()
+        every = cluster.shards
+        writers = ClusterWriters(
+            ClusterClock(),
+            every,
+            write_rate,
+            every,
+            noop_interval,
+            cluster=every,
+            ns=namespace,
+            store=True,
+        )
         try:
             yield cluster
         finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
+            writers.stop()
 
 
 def main(argv: Sequence[str]) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
@@ -34,6 +34,8 @@ from pymongo.errors import PyMongoError
 from shardstream.errors import OplogError
 from shardstream.oplog.live.discovery import discover_cluster
 from shardstream.oplog.redaction import redact_text
+
+NUDGE_MESSAGE: Final = "shardstream sync idle shard no-op"  # the no-op's o.msg
 
 
 class IdleShardNudger:
@@ -81,7 +83,7 @@ class IdleShardNudger:
                 if cluster_time is not None:
                     session.advance_cluster_time(cluster_time)
                 client.admin.command(
-                    {"appendOplogNote": 1, "data": {"msg": "shardstream sync idle shard no-op"}},
+                    {"appendOplogNote": 1, "data": {"msg": NUDGE_MESSAGE}},
                     session=session,
                 )
         except PyMongoError as exc:
