@@ -32,6 +32,7 @@ from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.cluster_sync.writer_lanes import SegmentItem, plan_lanes, run_lanes
 from shardstream.errors import ShardstreamError
+from shardstream.resume_token import ResumeToken
 
 DUPLICATE_KEY: Final = 11000
 MAJORITY: Final = WriteConcern("majority")
@@ -112,7 +113,8 @@ class BatchApplier:
                 if (
                     checkpoint is not None
                     and before is not None
-                    and _sorts_before(before, item.event["_id"])
+                    and ResumeToken.from_document(before)
+                    < ResumeToken.from_document(item.event["_id"])
                 ):
                     # Not when a regrouped transaction put a later event first (events
                     # of one cluster time, from other shards): resuming after it would
@@ -226,12 +228,6 @@ class BatchApplier:
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retrying(call, self._retry_for_s)
-
-
-def _sorts_before(token: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
-    """Whether resume token ``token`` sorts before ``other`` (upper-case hex KeyStrings
-    compare as their bytes do)."""
-    return str(token.get("_data")) < str(other.get("_data"))
 
 
 def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:

@@ -118,7 +118,7 @@ class BatchReader:
                     self._held_time = time
                 self._held.append(event)
             else:
-                batch.take([event], event["_id"])
+                batch.take([batch.planned(event)], event["_id"])
         # While events are held, the checkpoint may not pass the first of them.
         token = batch.token if self._held else stream.resume_token
         return PlannedBatch(
@@ -130,7 +130,7 @@ class BatchReader:
             len(self._held),
         )
 
-    def _release(self) -> tuple[list[Mapping[str, Any]], Mapping[str, Any]]:
+    def _release(self) -> tuple[list[Planned], Mapping[str, Any]]:
         """The held events, each transaction's together, and the last one's token.
 
         They share one cluster time, so they come from different shards' concurrent
@@ -140,10 +140,14 @@ class BatchReader:
         """
         held, self._held = self._held, []
         self._held_time = None
-        groups: dict[Any, list[Mapping[str, Any]]] = {}  # in order of first appearance
+        groups: dict[Any, list[Planned]] = {}  # in order of first appearance
         for n, event in enumerate(held):
-            groups.setdefault(transaction_of(event) or n, []).append(event)
-        ordered = [event for group in groups.values() for event in group]
+            planned = _plan(event, self._namespaces)
+            item = planned[1]
+            # A CRUD write carries its transaction: its lsid is encoded once.
+            txn = item.transaction if isinstance(item, CrudWrite) else transaction_of(event)
+            groups.setdefault(txn or n, []).append(planned)
+        ordered = [planned for group in groups.values() for planned in group]
         return ordered, held[-1]["_id"]
 
     def _released_past(self, time: Timestamp | None) -> bool:
@@ -156,6 +160,14 @@ class BatchReader:
         )
 
 
+Planned = tuple[Mapping[str, Any], CrudWrite | DdlChange | None]
+"""An event and the write it plans to (None: nothing to apply)."""
+
+
+def _plan(event: Mapping[str, Any], namespaces: NamespaceMap) -> Planned:
+    return event, plan_event(event, namespaces)
+
+
 class _BatchBuilder:
     """One batch's planned writes, event count, last time and last event token."""
 
@@ -166,12 +178,15 @@ class _BatchBuilder:
         self.last_time: Timestamp | None = None
         self.token: Mapping[str, Any] | None = None
 
-    def take(self, events: list[Mapping[str, Any]], token: Mapping[str, Any]) -> None:
-        """Plan ``events``; ``token`` is the one after all of them (the stream's last)."""
-        for event in events:
+    def planned(self, event: Mapping[str, Any]) -> Planned:
+        """``event`` with its write (:func:`plan_event`)."""
+        return _plan(event, self.namespaces)
+
+    def take(self, planned: list[Planned], token: Mapping[str, Any]) -> None:
+        """Add planned events; ``token`` is the one after all of them (the stream's last)."""
+        for event, item in planned:
             self.events += 1
             self.last_time = event.get("clusterTime", self.last_time)
-            item = plan_event(event, self.namespaces)
             if item is not None:
                 self.items.append(item)
         self.token = token

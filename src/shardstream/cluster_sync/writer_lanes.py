@@ -63,6 +63,8 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
     # Each lane's open run (the last step, a list) and the documents it writes.
     open_docs: list[set[tuple[Namespace, bytes]] | None] = [None] * lanes
     seeds: dict[Namespace, int] = {}  # one namespace's hash, not one per write
+    # Only a transaction reads the runs' documents: without one, none are recorded.
+    has_transaction = any(not isinstance(item, CrudWrite) for item in segment)
 
     def lane_of(write: CrudWrite) -> int:
         seed = seeds.get(write.target)
@@ -80,7 +82,8 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
             run = plan[lane][-1]
             assert isinstance(run, list)
             run.append(item)
-            docs.add((item.target, item.route))
+            if has_transaction:
+                docs.add((item.target, item.route))
             continue
         touched: dict[int, set[tuple[Namespace, bytes]]] = {}
         for write in item:
