@@ -27,10 +27,12 @@ import bson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset
+from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from deltalake import write_deltalake
 
 from shardstream.errors import SinkError
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
 from shardstream.spark.delta.commits import committed_watermark, open_table
 from shardstream.spark.delta.mirror import MIRROR_SCHEMA, MIRROR_TABLE
@@ -38,7 +40,7 @@ from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 from shardstream.transform.raw.extended_json import bson_to_json
-from shardstream.transform.raw.oplog_entry import elements, value_size
+from shardstream.transform.raw.oplog_entry import value_size
 
 _ID_NAME: Final = b"_id"
 # The change-log columns a mirror row is made of, and the row kind.
@@ -63,11 +65,13 @@ def read_rows(
     """
     count = len(documents)
     values = {
-        "_id": pa.array([token] * count, pa.string()),
-        "operationType": pa.array([SNAPSHOT_OPERATION] * count, pa.string()),
-        "clusterTime": pa.array([{"t": start.time, "i": start.inc}] * count, CLUSTER_TIME_TYPE),
-        "db": pa.array([db] * count, pa.string()),
-        "coll": pa.array([coll] * count, pa.string()),
+        "_id": pa.repeat(pa.scalar(token, pa.string()), count),
+        "operationType": pa.repeat(pa.scalar(SNAPSHOT_OPERATION, pa.string()), count),
+        "clusterTime": pa.repeat(
+            pa.scalar({"t": start.time, "i": start.inc}, CLUSTER_TIME_TYPE), count
+        ),
+        "db": pa.repeat(pa.scalar(db, pa.string()), count),
+        "coll": pa.repeat(pa.scalar(coll, pa.string()), count),
         "documentKey": pa.array([_id_key_json(raw, db, coll) for raw in documents], pa.string()),
         "fullDocument": pa.array([bson_to_json(raw) for raw in documents], pa.string()),
     }
@@ -81,10 +85,8 @@ def _id_key_json(raw: bytes, db: str, coll: str) -> str:
     size = value_size(raw, raw[4], 9) if raw[5:9] == _ID_NAME + b"\x00" else None
     if size is not None:
         return _element_json(raw[4 : 9 + size])
-    for kind, name, start, end in elements(raw, 0) or ():
-        if name == _ID_NAME:
-            return _element_json(bytes((kind,)) + _ID_NAME + b"\x00" + raw[start:end])
-    document = bson.decode(raw)  # a type elements() does not size (regex, DBPointer)
+    # Elsewhere, or of a type not sized there (regex, DBPointer): decoded as the oplog is.
+    document = RawBSONDocument(raw, RAW_OPLOG_CODEC_OPTIONS)
     if "_id" not in document:
         raise SinkError(f"expected every document of {db}.{coll} to have an _id, got none")
     return bson_to_json(bson.encode({"_id": document["_id"]}))
