@@ -86,7 +86,7 @@ class MergedStream:
             self._merger.add_remote(TOPOLOGY_REMOTE, config_cursor=True)
         self._topology_promise: ResumeToken | None = None
         self._ensure_token = EnsureResumeTokenPresent(options.resume_token)
-        self._start_token = _start_token(options)
+        self._start_token = start_token(options)
         if self._start_token is not None:
             self._merger.set_high_water_mark(self._start_token)
         self.invalidated = False
@@ -268,7 +268,9 @@ def _start_time(options: ChangeStreamOptions) -> Timestamp | None:
     return options.start_at_operation_time
 
 
-def _start_token(options: ChangeStreamOptions) -> ResumeToken | None:
+def start_token(options: ChangeStreamOptions) -> ResumeToken | None:
+    """The token a stream starts after: the resume token, or the high-water mark at
+    ``startAtOperationTime`` (it sorts below that time's events); None without either."""
     token = options.resume_token
     if token is not None:
         return encode_token(token)

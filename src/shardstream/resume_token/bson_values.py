@@ -8,9 +8,11 @@ BSON type they were.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import Final
 
+from bson.datetime_ms import DatetimeMS
 from bson.objectid import ObjectId
 
 
@@ -50,3 +52,16 @@ class DBPointer:
 
     namespace: str
     oid: ObjectId
+
+
+_EPOCH_UTC: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_EPOCH_NAIVE: Final = datetime.datetime(1970, 1, 1)
+
+
+def millis_to_date(millis: int, *, aware: bool = True) -> datetime.datetime | DatetimeMS:
+    """A BSON date as pymongo decodes it with ``DATETIME_AUTO``: a UTC datetime (naive
+    unless ``aware``), or the exact milliseconds outside datetime's years 1..9999."""
+    try:
+        return (_EPOCH_UTC if aware else _EPOCH_NAIVE) + datetime.timedelta(milliseconds=millis)
+    except OverflowError:
+        return DatetimeMS(millis)

@@ -10,12 +10,10 @@ including the three pymongo folds into others (Symbol, Undefined, DBPointer).
 from __future__ import annotations
 
 import json
-import struct
 import uuid as uuid_module
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import bson
 from bson import json_util
 from bson.binary import Binary
 from bson.code import Code
@@ -26,7 +24,13 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token.bson_values import UNDEFINED, DBPointer, Symbol, _UndefinedType
+from shardstream.resume_token.bson_values import (
+    UNDEFINED,
+    DBPointer,
+    Symbol,
+    _UndefinedType,
+    millis_to_date,
+)
 from shardstream.resume_token.token_data import ResumeTokenData, TokenType
 
 JSON_OPTIONS: Final = json_util.CANONICAL_JSON_OPTIONS.with_options(
@@ -128,7 +132,9 @@ def _object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
         if parse is not None and isinstance(value, str):
             return parse(value)  # what json_util's parser for the name returns
         if key == "$date" and isinstance(value, Int64):
-            return _date(value)  # canonical {"$date": {"$numberLong": ...}}
+            # canonical {"$date": {"$numberLong": ...}}: json_util's value (naive UTC, as
+            # JSON_OPTIONS decodes), without its ~14 us of checks
+            return millis_to_date(value, aware=False)
         if key == "$symbol" and isinstance(value, str):
             return Symbol(value)
         if key == "$undefined" and value is True:
@@ -143,18 +149,6 @@ def _object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
     # "$" names); building it here skips its per-name lookups, most of a mirror update's
     # decoding time.
     return dict(pairs)
-
-
-_DATE_DOCUMENT: Final = struct.Struct("<i2sq")  # {"": <UTC datetime>}: length, type+name, ms
-_DATE_LENGTH: Final = _DATE_DOCUMENT.size + 1
-
-
-def _date(millis: int) -> Any:
-    """What json_util's ``$date`` parser returns for ``millis`` under :data:`JSON_OPTIONS`:
-    pymongo's C decoder makes the same conversion (naive UTC, or DatetimeMS out of
-    datetime's range) in a microsecond instead of ~14."""
-    packed = _DATE_DOCUMENT.pack(_DATE_LENGTH, b"\x09\x00", millis) + b"\x00"
-    return bson.decode(packed, JSON_OPTIONS)[""]
 
 
 def to_json_ready(value: Any) -> Any:

@@ -42,7 +42,6 @@ Catalog = dict[Namespace, tuple[dict[str, Any], list[Any]]]  # ns -> (create opt
 # DDL events for the catalog, the oplog's raw diffs for apply_events.
 EXPANDED: Final = ChangeStreamOptions(show_expanded_events=True, show_raw_update_description=True)
 _RAW: Final = CodecOptions(document_class=RawBSONDocument)
-_EMPTY_OPLOG_TIME: Final = Timestamp(1, 1)  # what the emulator reports before any entry
 
 
 def catalog_at(events: Sequence[Mapping[str, Any]]) -> Catalog:
@@ -128,7 +127,7 @@ class SimulatedSource:
             for entry in oplog:
                 if entry["ts"] <= self.cut:
                     shard.append(entry)
-            shard.set_majority(shard.oplog.last_ts or _EMPTY_OPLOG_TIME)
+            shard.set_majority(shard.cluster_time())  # its newest entry, or its start
             self._rest.append([entry for entry in oplog if entry["ts"] > self.cut])
         self._load(self.state_at_cut, self.catalog)
         return self.cluster.uri

@@ -32,7 +32,13 @@ from bson.regex import Regex
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ResumeTokenError
-from shardstream.resume_token.bson_values import UNDEFINED, DBPointer, Symbol, _UndefinedType
+from shardstream.resume_token.bson_values import (
+    UNDEFINED,
+    DBPointer,
+    Symbol,
+    _UndefinedType,
+    millis_to_date,
+)
 from shardstream.resume_token.keystring import ctype
 from shardstream.resume_token.keystring.byte_reader import ByteReader
 from shardstream.resume_token.keystring.decimal128 import (
@@ -64,7 +70,6 @@ _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _MAX_NESTING = 200  # deeper than BSON's own limit (100); stops runaway recursion on garbage
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _UTC = datetime.UTC
 
 
@@ -323,7 +328,7 @@ def _read_rare(code: int, reader: ByteReader, bits: TypeBitsReader, depth: int) 
         return Binary(data, subtype)
     if code == ctype.DATE:
         millis = reader.read_uint_be(8) ^ DATE_SIGN_FLIP
-        return _millis_to_date(millis - (1 << 64) if millis >= DATE_SIGN_FLIP else millis)
+        return millis_to_date(millis - (1 << 64) if millis >= DATE_SIGN_FLIP else millis)
     if code == ctype.REGEX:
         pattern = _utf8(reader.read_cstring(), "regex pattern")
         return Regex(pattern, _utf8(reader.read_cstring(), "regex flags"))
@@ -379,11 +384,3 @@ def _utf8(raw: bytes, what: str) -> str:
         raise ResumeTokenError(
             f"invalid KeyString: expected a UTF-8 {what}, got {raw!r:.80}"
         ) from exc
-
-
-def _millis_to_date(millis: int) -> datetime.datetime | DatetimeMS:
-    try:
-        return _EPOCH + datetime.timedelta(milliseconds=millis)
-    except OverflowError:
-        # Outside datetime's years 1..9999: keep the exact milliseconds, as pymongo does.
-        return DatetimeMS(millis)

@@ -34,10 +34,10 @@ from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in
 from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
-    START_OPTION_FLAGS,
     check_snapshot_options,
     load_snapshot,
 )
+from shardstream.spark.source.options import START_OPTION_FLAGS
 
 CHECKPOINT_DIR: Final = "_checkpoint"
 APP_PREFIX: Final = "shardstream"

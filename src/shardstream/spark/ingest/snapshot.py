@@ -53,26 +53,27 @@ from shardstream.spark.delta.snapshot_tables import (
     read_rows,
     snapshot_in_changelog,
 )
-from shardstream.spark.source.options import SourceKind, parse_options
+from shardstream.spark.source.options import (
+    START_OPTION_FLAGS,
+    SourceKind,
+    SourceSpec,
+    parse_options,
+)
 
 STAGING_DIR: Final = "_snapshot"
 READ_BATCH: Final = 2000  # documents per staged row group
-# The stream's own start options: with a snapshot, the stream starts at its T0.
-START_OPTION_FLAGS: Final = {
-    "startatoperationtime": "--start-at-operation-time",
-    "resumeafter": "--resume-after",
-    "startafter": "--start-after",
-}
 _NOT_LIVE: Final = {SourceKind.OPLOG: "oplog files", SourceKind.SIMULATE: "a simulated cluster"}
 
 
-def check_snapshot_options(source_options: Mapping[str, str]) -> None:
-    """Refuse a snapshot of anything but a live cluster, or with a start of its own.
+def check_snapshot_options(source_options: Mapping[str, str]) -> SourceSpec:
+    """The parsed options; refuse a snapshot of anything but a live cluster, or with a
+    start of its own (with a snapshot, the stream starts at its T0).
 
     Raises:
         ConfigurationError: the source is not a live cluster, or a start option is given.
     """
-    kind = parse_options(source_options).kind
+    spec = parse_options(source_options)
+    kind = spec.kind
     if kind is not SourceKind.LIVE:
         raise ConfigurationError(
             f"expected --snapshot with a live cluster (--uri), got {_NOT_LIVE[kind]}: a "
@@ -87,6 +88,7 @@ def check_snapshot_options(source_options: Mapping[str, str]) -> None:
             f"expected no start option with --snapshot (the stream starts at the "
             f"snapshot's time T0), got {', '.join(given)}"
         )
+    return spec
 
 
 def load_snapshot(root: Path, source_options: Mapping[str, str], out: TextIO) -> int | None:
@@ -105,14 +107,13 @@ def load_snapshot(root: Path, source_options: Mapping[str, str], out: TextIO) ->
         SinkError: the tables exist without a snapshot.
         OplogError: the source gave no majority time (not a cluster or replica set).
     """
-    check_snapshot_options(source_options)
+    spec = check_snapshot_options(source_options)
     held = snapshot_in_changelog(root)
     if held is not None:
         complete_mirror(root)
         out.write(f"ingest: snapshot as of {_text(held[0])} already loaded; not read again\n")
         return None
     check_no_tables(root)
-    spec = parse_options(source_options)
     scope = NamespaceMap(spec.stream.db, spec.stream.coll)
     staging = root / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)  # what a killed run left

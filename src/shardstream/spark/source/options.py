@@ -74,6 +74,12 @@ OPTION_NAMES: Final = (
     "eventsPerPartition",
 )
 _KNOWN: Final = frozenset(name.lower() for name in OPTION_NAMES)
+# The options that say where the stream starts (lower case), and the ingest flag of each.
+START_OPTION_FLAGS: Final = {
+    "startatoperationtime": "--start-at-operation-time",
+    "resumeafter": "--resume-after",
+    "startafter": "--start-after",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from shardstream.errors import OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger import MergedStream
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
+from shardstream.merger.merged_stream import start_token
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.live.cluster import connect_live_cluster
 from shardstream.oplog.live.discovery import discover_cluster
@@ -166,15 +167,14 @@ def initial_offset(spec: SourceSpec) -> StreamOffset:
         assert spec.uri is not None
         info = discover_cluster(spec.uri)
         names = [shard.name for shard in info.shards]
-        token = spec.stream.resume_token
-        if token is not None:
-            return StreamOffset.initial(token_text(encode_token(token)), names)
-        at = spec.stream.start_at_operation_time
-        if at is None:
+        pinned = start_token(spec.stream)
+        if pinned is None:
             now = info.cluster_time
-            at = Timestamp(now.time, now.inc + 1)
-        pinned = high_water_mark(at, spec.stream.default_token_version)
-        return StreamOffset.initial(token_text(encode_token(pinned)), names)
+            mark = high_water_mark(
+                Timestamp(now.time, now.inc + 1), spec.stream.default_token_version
+            )
+            pinned = encode_token(mark)
+        return StreamOffset.initial(token_text(pinned), names)
     if spec.kind is SourceKind.OPLOG:
         return StreamOffset.initial("", [name for name, _ in spec.oplog_paths])
     assert spec.simulation is not None
