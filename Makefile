@@ -11,7 +11,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_SPARK := $(VENV)/.installed-spark
 # An editable install builds the one C module in place: a change to it needs a reinstall.
-BUILD_INPUTS := pyproject.toml setup.py $(LOCK) src/shardstream/transform/raw/_ejson.c
+BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch])
 
 .PHONY: demo test lint typecheck unit bench lock lockcheck clean
 

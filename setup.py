@@ -1,4 +1,5 @@
-"""The one compiled module: the Extended JSON writer's C half (everything else is in pyproject).
+"""The one compiled module: the Extended JSON writer's C half, and the reader of a change
+event's row fields that uses it (everything else is in pyproject).
 
 ``optional=True``: where no C compiler is found the install still succeeds and
 ``shardstream.transform.raw.extended_json`` writes everything with its Python walker (same
@@ -11,7 +12,8 @@ setup(
     ext_modules=[
         Extension(
             "shardstream.transform.raw._ejson",
-            ["src/shardstream/transform/raw/_ejson.c"],
+            ["src/shardstream/transform/raw/_ejson.c", "src/shardstream/transform/raw/_event_fields.c"],
+            depends=["src/shardstream/transform/raw/_ejson.h"],
             optional=True,
         )
     ]

@@ -1,11 +1,13 @@
 """A row straight from an encoded event's BSON: the fast path's events, never decoded to dicts.
 
 An :class:`EncodedEvent` holds the event as the server would send it.  Its top level is
-read once (``RawBSONDocument``: nested documents stay bytes) and every document column is
-written by the raw Extended JSON writer from those bytes, which gives the text
-``json_util`` writes for the decoded document (``transform.raw.extended_json``).  The row
-is the one :func:`shardstream.spark.source.rows.event_to_row` builds from the decoded
-event (``tests/spark/test_rows.py`` holds both to that on both corpora).
+read in one walk by the compiled ``event_fields`` (``transform/raw/_event_fields.c``), which
+writes every document column with the raw Extended JSON writer: the text ``json_util``
+writes for the decoded document (``transform.raw.extended_json``).  What the compiled walk
+leaves (a Decimal128 or ``$ref`` inside a document, a field of an unexpected type, bytes it
+cannot read) is read here in Python from a ``RawBSONDocument``: the reference the compiled
+walk follows.  The values are the ones :func:`shardstream.spark.source.rows.event_values`
+builds from the decoded event (``tests/spark/test_rows.py`` holds all three to that).
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.transform.raw.extended_json import bson_to_json
 
+try:
+    from shardstream.transform.raw._ejson import event_fields as _compiled_fields
+except ImportError:  # installed without a C compiler: the Python reader takes every event
+    _compiled_fields = None  # type: ignore[assignment]
+
 # Event fields written as Extended JSON strings, in the order they appear as columns
-# (rows.EVENT_SCHEMA, which takes them from here).
+# (rows.EVENT_SCHEMA, which takes them from here, and the compiled event_fields).
 DOCUMENT_COLUMNS: Final = (
     "documentKey",
     "fullDocument",
@@ -34,14 +41,39 @@ DOCUMENT_COLUMNS: Final = (
     "operationDescription",
 )
 
+EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+ONE_MS: Final = datetime.timedelta(milliseconds=1)
 
-def encoded_event_row(event: EncodedEvent, *, relaxed: bool) -> dict[str, Any]:
-    """The row of ``event`` (column name -> value), read from its BSON."""
+
+def encoded_event_values(event: EncodedEvent, *, relaxed: bool) -> tuple[Any, ...]:
+    """The row values of ``event`` in ``rows.VALUE_NAMES`` order, read from its BSON."""
+    fields = None if _compiled_fields is None else _compiled_fields(event.raw, relaxed)
+    if fields is None:
+        fields = python_event_fields(event.raw, relaxed=relaxed)
+    if fields[1] is None:  # clusterTime is not a Timestamp: the token's
+        time = event.token_data.cluster_time
+        fields = (fields[0], time.time, time.inc, *fields[3:])
+    type_bits = event.token.type_bits
+    raw_update = event.raw_update
+    return (
+        event.token.data,
+        None if type_bits is None else type_bits.hex().upper(),
+        *fields,
+        event.shard,
+        _bytes_of(raw_update) if isinstance(raw_update, RawBSONDocument) else None,
+        event.fragment_of,
+    )
+
+
+def python_event_fields(raw: bytes, *, relaxed: bool) -> tuple[Any, ...]:
+    """What the compiled ``event_fields`` returns for ``raw``, read in Python.
+
+    (operationType, clusterTime t, clusterTime i, wallTime ms, db, coll, collectionUUID,
+    the :data:`DOCUMENT_COLUMNS` as Extended JSON, txnNumber, lsid as Extended JSON).
+    """
     # The top level's values, nested documents left as bytes (RawBSONDocument).
-    top = dict(RawBSONDocument(event.raw, RAW_OPLOG_CODEC_OPTIONS).items())
+    top = dict(RawBSONDocument(raw, RAW_OPLOG_CODEC_OPTIONS).items())
     cluster_time = top.get("clusterTime")
-    if not isinstance(cluster_time, Timestamp):
-        cluster_time = event.token_data.cluster_time
     ns = top.get("ns")
     db = coll = None
     if isinstance(ns, RawBSONDocument):
@@ -50,26 +82,19 @@ def encoded_event_row(event: EncodedEvent, *, relaxed: bool) -> dict[str, Any]:
     if isinstance(uuid_value, Binary) and uuid_value.subtype == UUID_SUBTYPE:
         uuid_value = uuid_value.as_uuid()
     txn_number = top.get("txnNumber")
-    raw_update = event.raw_update
-    type_bits = event.token.type_bits
-    row: dict[str, Any] = {
-        "_id": event.token.data,
-        "_idTypeBits": None if type_bits is None else type_bits.hex().upper(),
-        "operationType": top.get("operationType"),
-        "clusterTime": {"t": cluster_time.time, "i": cluster_time.inc},
-        "wallTime": utc(top.get("wallTime")),
-        "db": db,
-        "coll": coll,
-        "collectionUUID": str(uuid_value) if isinstance(uuid_value, uuid.UUID) else None,
-    }
-    for name in DOCUMENT_COLUMNS:
-        row[name] = _json(top.get(name), relaxed)
-    row["txnNumber"] = int(txn_number) if txn_number is not None else None
-    row["lsid"] = _json(top.get("lsid"), relaxed)
-    row["shard"] = event.shard
-    row["_oplogUpdate"] = _bytes_of(raw_update) if isinstance(raw_update, RawBSONDocument) else None
-    row["_fragment"] = event.fragment_of
-    return row
+    timed = cluster_time if isinstance(cluster_time, Timestamp) else None
+    return (
+        top.get("operationType"),
+        timed.time if timed is not None else None,
+        timed.inc if timed is not None else None,
+        millis(top.get("wallTime")),
+        db,
+        coll,
+        str(uuid_value) if isinstance(uuid_value, uuid.UUID) else None,
+        *(_json(top.get(name), relaxed) for name in DOCUMENT_COLUMNS),
+        int(txn_number) if txn_number is not None else None,
+        _json(top.get("lsid"), relaxed),
+    )
 
 
 def _json(value: Any, relaxed: bool) -> str | None:
@@ -88,7 +113,9 @@ def _bytes_of(document: RawBSONDocument) -> bytes:
     return raw if isinstance(raw, bytes) else bytes(raw)
 
 
-def utc(value: Any) -> datetime.datetime | None:
+def millis(value: Any) -> int | None:
+    """A decoded ``wallTime`` as ms since the epoch (the column's value before Arrow)."""
     if not isinstance(value, datetime.datetime):
         return None  # absent, or out of datetime's range (kept exact in the token)
-    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    aware = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    return (aware - EPOCH) // ONE_MS

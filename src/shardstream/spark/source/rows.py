@@ -21,13 +21,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from bson import json_util
 from bson.json_util import JSONOptions
 from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token.token_json import JSON_OPTIONS as CANONICAL
-from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS, encoded_event_row, utc
+from shardstream.spark.source.encoded_rows import (
+    DOCUMENT_COLUMNS,
+    EPOCH,
+    ONE_MS,
+    encoded_event_values,
+    millis,
+)
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -77,64 +84,91 @@ SPARK_DDL: Final = ", ".join(
 """The same schema as a Spark DDL string (what ``DataSource.schema()`` returns)."""
 
 
-def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]:
-    """One event as a dict keyed by :data:`EVENT_SCHEMA` column names."""
+VALUE_NAMES: Final = (
+    "_id",
+    "_idTypeBits",
+    "operationType",
+    "clusterTime.t",
+    "clusterTime.i",
+    "wallTime",  # ms since the epoch
+    "db",
+    "coll",
+    "collectionUUID",
+    *DOCUMENT_COLUMNS,
+    "txnNumber",
+    "lsid",
+    "shard",
+    "_oplogUpdate",
+    "_fragment",
+)
+"""What :func:`event_values` returns, in order: :data:`EVENT_SCHEMA`'s columns with
+``clusterTime`` split in two and ``wallTime`` as ms (a tuple per event, transposed into
+columns, costs a fraction of a dict per event)."""
+
+_AT: Final = {name: index for index, name in enumerate(VALUE_NAMES)}
+_WALL_TIME_TYPE: Final = EVENT_SCHEMA.field("wallTime").type
+
+
+def event_values(event: ChangeEvent, *, relaxed: bool = False) -> tuple[Any, ...]:
+    """One event's row as a tuple in :data:`VALUE_NAMES` order."""
     if isinstance(event, EncodedEvent):
-        return encoded_event_row(event, relaxed=relaxed)  # the same row, from the bytes
+        return encoded_event_values(event, relaxed=relaxed)  # the same values, from the bytes
     document = event.document
     options = RELAXED if relaxed else CANONICAL
     cluster_time: Timestamp = document.get("clusterTime") or event.token_data.cluster_time
     ns = document.get("ns")
     uuid = document.get("collectionUUID")
-    lsid = document.get("lsid")
     txn_number = document.get("txnNumber")
     type_bits = event.token.type_bits
-    row: dict[str, Any] = {
-        "_id": event.token.data,
-        "_idTypeBits": None if type_bits is None else type_bits.hex().upper(),
-        "operationType": event.operation_type,
-        "clusterTime": {"t": cluster_time.time, "i": cluster_time.inc},
-        "wallTime": utc(document.get("wallTime")),
-        "db": ns.get("db") if isinstance(ns, Mapping) else None,
-        "coll": ns.get("coll") if isinstance(ns, Mapping) else None,
-        "collectionUUID": str(uuid) if uuid is not None else None,
-    }
-    for name in DOCUMENT_COLUMNS:
-        row[name] = _json(document.get(name), options)
-    row["txnNumber"] = int(txn_number) if txn_number is not None else None
-    row["lsid"] = _json(lsid, options)
-    row["shard"] = event.shard
     raw_update = event.raw_update
-    row["_oplogUpdate"] = (
-        encode_event_document(raw_update) if isinstance(raw_update, Mapping) else None
+    return (
+        event.token.data,
+        None if type_bits is None else type_bits.hex().upper(),
+        event.operation_type,
+        cluster_time.time,
+        cluster_time.inc,
+        millis(document.get("wallTime")),
+        ns.get("db") if isinstance(ns, Mapping) else None,
+        ns.get("coll") if isinstance(ns, Mapping) else None,
+        str(uuid) if uuid is not None else None,
+        *(_json(document.get(name), options) for name in DOCUMENT_COLUMNS),
+        int(txn_number) if txn_number is not None else None,
+        _json(document.get("lsid"), options),
+        event.shard,
+        encode_event_document(raw_update) if isinstance(raw_update, Mapping) else None,
+        event.fragment_of,
     )
-    row["_fragment"] = event.fragment_of
-    return row
+
+
+def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]:
+    """One event as a dict keyed by :data:`EVENT_SCHEMA` column names (Python values)."""
+    values = event_values(event, relaxed=relaxed)
+    row = dict(zip(VALUE_NAMES, values, strict=True))
+    row["clusterTime"] = {"t": row.pop("clusterTime.t"), "i": row.pop("clusterTime.i")}
+    wall_ms = values[_AT["wallTime"]]
+    row["wallTime"] = None if wall_ms is None else EPOCH + wall_ms * ONE_MS
+    return {field.name: row[field.name] for field in EVENT_SCHEMA}
 
 
 def events_to_batch(events: Iterable[ChangeEvent], *, relaxed: bool = False) -> pa.RecordBatch:
     """Events as one Arrow record batch of :data:`EVENT_SCHEMA`.
 
-    Built column by column (``pa.array`` of each column's values): about 1.7x faster than
-    ``RecordBatch.from_pylist`` over the row dicts, which converts value by value.
+    A tuple per event, transposed into columns, each converted by one ``pa.array``:
+    several times faster than ``RecordBatch.from_pylist`` over row dicts.
     """
-    rows = [event_to_row(event, relaxed=relaxed) for event in events]
+    rows = [event_values(event, relaxed=relaxed) for event in events]
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(VALUE_NAMES)
     columns: list[pa.Array] = []
     for field in EVENT_SCHEMA:
         name = field.name
         if name == "clusterTime":
-            times = [row[name] for row in rows]
-            columns.append(
-                pa.StructArray.from_arrays(
-                    [
-                        pa.array([time["t"] for time in times], pa.int64()),
-                        pa.array([time["i"] for time in times], pa.int64()),
-                    ],
-                    fields=list(CLUSTER_TIME_TYPE),
-                )
-            )
+            times = [pa.array(values[_AT[f"clusterTime.{part}"]], pa.int64()) for part in "ti"]
+            columns.append(pa.StructArray.from_arrays(times, fields=list(CLUSTER_TIME_TYPE)))
+        elif name == "wallTime":
+            ms = pa.array(values[_AT[name]], pa.int64())
+            columns.append(pc.multiply(ms, 1000).cast(_WALL_TIME_TYPE))
         else:
-            columns.append(pa.array([row[name] for row in rows], type=field.type))
+            columns.append(pa.array(values[_AT[name]], type=field.type))
     return pa.RecordBatch.from_arrays(columns, schema=EVENT_SCHEMA)
 
 

@@ -6,18 +6,9 @@
  * Decimal128, invalid UTF-8, malformed or deeply nested bytes. The rules written here are
  * the walker's, checked against it by tests/transform/test_raw_extended_json.py.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_ejson.h"
 
-#define FALLBACK 1 /* not written here: the Python walker takes the whole document */
 #define MAX_DEPTH 100
-
-typedef struct {
-    char *buf;
-    Py_ssize_t len, cap;
-} Out;
 
 static int grow(Out *o, Py_ssize_t need) {
     if (o->len + need <= o->cap) return 0;
@@ -41,17 +32,6 @@ static int put(Out *o, const char *s, Py_ssize_t n) {
 }
 
 #define PUT(o, lit) put((o), (lit), (Py_ssize_t)(sizeof(lit) - 1))
-
-static int32_t i32(const unsigned char *p) {
-    return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-                     ((uint32_t)p[3] << 24));
-}
-
-static uint64_t u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
 
 static const char HEX[] = "0123456789abcdef";
 
@@ -207,8 +187,6 @@ static int put_oid(Out *o, const unsigned char *p) {
     return put(o, text, 36);
 }
 
-static int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
-                        int relaxed, int is_array, int top, int depth, Py_ssize_t *next);
 
 /* One value of BSON type kind at pos; *next is set past it. */
 static int put_value(Out *o, const unsigned char *raw, Py_ssize_t len, int kind, Py_ssize_t pos,
@@ -340,8 +318,8 @@ static int put_value(Out *o, const unsigned char *raw, Py_ssize_t len, int kind,
     }
 }
 
-static int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
-                        int relaxed, int is_array, int top, int depth, Py_ssize_t *next) {
+int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t start, int relaxed,
+                 int is_array, int top, int depth, Py_ssize_t *next) {
     if (depth > MAX_DEPTH || start + 5 > len) return FALLBACK;
     int32_t size = i32(raw + start);
     Py_ssize_t end = start + size - 1;
@@ -400,6 +378,8 @@ static PyObject *dumps(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"dumps", dumps, METH_VARARGS,
      "dumps(raw, relaxed, /): Extended JSON of one BSON document, or None (the walker's case)."},
+    {"event_fields", event_fields, METH_VARARGS,
+     "event_fields(raw, relaxed, /): a change event's row fields, or None (the Python reader's case)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,116 @@
+"""The ceiling Spark puts on an ingest: the ``shardstream`` source into Spark's ``noop`` sink.
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.spark_source_bound [PER_SHARD] [BATCH]
+
+The benchmark corpus (4 BSON files, ObjectId keys) at PER_SHARD and 2 x PER_SHARD entries
+per shard (25,000 by default), read by ``readStream.format("shardstream")`` with
+``maxEventsPerTrigger`` BATCH (50,000) and ``availableNow`` into ``writeStream.format("noop")``:
+Spark plans, runs the source's tasks and takes in their Arrow batches, and writes nothing.
+Each run is a fresh process; the marginal rate is the events the larger corpus adds over
+the query time it adds (start-up cancels out), next to ``replay --output-format bson
+--workers 2`` on the same files.  No sink can make ``ingest_throughput.py --marginal`` beat
+this rate: it is the rate of everything but the sink.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.corpus import corpus_files
+from benchmarks.ingest_throughput import SHARDS, _count_events, _replay_seconds
+from benchmarks.timing import machine_line
+
+CONFIGS = [
+    ("local[1]", "perShard"),
+    ("local[2]", "perShard"),
+    ("local[1]", "merged"),
+    ("local[2]", "merged"),
+]
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--one"]:
+        print(json.dumps(_one(argv[1], argv[2], argv[3], argv[4])))
+        return
+    per_shard = int(argv[0]) if argv else 25_000
+    batch = argv[1] if len(argv) > 1 else "50000"
+    works = []
+    for size in (per_shard, 2 * per_shard):
+        work = Path(tempfile.mkdtemp(prefix=f"shardstream-bound-{size}-"))
+        (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
+        works.append(work)
+    events = [_count_events(work) for work in works]
+    replays = [_replay_seconds(work) for work in works]
+    replay_rate = (events[1] - events[0]) / (replays[1] - replays[0])
+    print(machine_line())
+    print(
+        f"benchmark corpus: {SHARDS} shards x {per_shard:,} and x {2 * per_shard:,} entries "
+        f"({events[0]:,} and {events[1]:,} events); maxEventsPerTrigger {batch}"
+    )
+    print(f"replay --output-format bson --workers 2: marginal {replay_rate:,.0f} events/s")
+    print("| master | partitions | wall s (small, large) | marginal events/s | / replay |")
+    print("|---|---|---|---|---|")
+    for master, mode in CONFIGS:
+        runs = [_in_new_process(work, master, mode, batch) for work in works]
+        if [run["events"] for run in runs] != events:
+            raise SystemExit(f"expected {events} events read, got {[r['events'] for r in runs]}")
+        rate = (events[1] - events[0]) / (runs[1]["wall"] - runs[0]["wall"])
+        print(
+            f"| {master} | {mode} | {runs[0]['wall']:.1f}, {runs[1]['wall']:.1f} | "
+            f"{rate:,.0f} | {rate / replay_rate:.3f}x |"
+        )
+
+
+def _in_new_process(work: Path, master: str, mode: str, batch: str) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.spark_source_bound", "--one", str(work)]
+    env = {
+        **os.environ,
+        "TZ": "UTC",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    done = subprocess.run(
+        [*command, master, mode, batch], env=env, check=True, capture_output=True, text=True
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
+    from shardstream.spark import register
+    from shardstream.spark.ingest.session import build_session
+
+    spark = build_session(master)
+    register(spark)
+    options = {
+        "oplog": (Path(work) / "oplog-option").read_text(),
+        "partitionMode": mode,
+        "maxEventsPerTrigger": batch,
+        "jsonFormat": "canonical",  # as the ingest reads it
+    }
+    events = spark.readStream.format("shardstream").options(**options).load()
+    started = time.perf_counter()
+    query = (
+        events.writeStream.format("noop")
+        .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    wall = time.perf_counter() - started
+    read = sum(progress["numInputRows"] for progress in query.recentProgress)
+    spark.stop()
+    return {"events": read, "wall": wall}
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

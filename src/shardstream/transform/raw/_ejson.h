@@ -1,0 +1,36 @@
+/* What the two halves of the _ejson module share: _ejson.c writes Extended JSON from BSON,
+ * _event_fields.c reads a change event's top level and writes its documents with it. */
+#ifndef SHARDSTREAM_EJSON_H
+#define SHARDSTREAM_EJSON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FALLBACK 1 /* not written here: the Python walker takes the whole document */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static inline int32_t i32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                     ((uint32_t)p[3] << 24));
+}
+
+static inline uint64_t u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* The document at raw[start:] (within len) as Extended JSON appended to o; *next is set past
+ * it. 0: written; FALLBACK: the Python walker's case; -1: a Python error is set. */
+int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t start, int relaxed,
+                 int is_array, int top, int depth, Py_ssize_t *next);
+
+PyObject *event_fields(PyObject *self, PyObject *args);
+
+#endif
