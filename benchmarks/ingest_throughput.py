@@ -17,7 +17,9 @@ What it measures:
   delta-rs overwrite-by-predicate (delete the keys, append the rows, one commit).
 * **Sinks alone** (no Spark): the same events as Arrow batches into
   :class:`~shardstream.spark.delta.sink.LakehouseSink`, split into change-log append,
-  mirror preparation (read the touched rows + apply) and mirror MERGE; then the tables'
+  mirror preparation (read the touched rows + apply) and mirror MERGE; the stored rows a
+  batch reads and the time ``token_json.loads`` takes over that many stored documents (an
+  update's base is parsed from its text); then the tables'
   active file counts before and after one compaction (``--optimize-every``'s work).
   The Spark runs compact nothing (``optimize_every=0``) and report their file counts.
 
@@ -43,6 +45,7 @@ import pyarrow as pa
 
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
+from shardstream.resume_token.token_json import loads
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.maintenance import TableMaintenance, active_files
@@ -207,6 +210,7 @@ def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
         "mirror read+apply": [],
         "mirror MERGE": [],
     }
+    rows_read = []
     for batch_id, record_batch in enumerate(tables):
         table = pa.Table.from_batches([record_batch])
         commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
@@ -215,6 +219,7 @@ def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
         appended = time.perf_counter()
         prepared = sink.mirror.prepare(table)
         applied = time.perf_counter()
+        rows_read.append(prepared.rows_read)
         sink.mirror.write(prepared, commit)
         merged_at = time.perf_counter()
         phases["changelog append"].append(appended - clock)
@@ -229,6 +234,15 @@ def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
         print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
     total = sum(sum(seconds) for seconds in phases.values())
     print(f"  all phases: {len(events) / total:,.0f} events/s")
+    # An update's base is the stored document's text, parsed: what keeping BSON would save.
+    stored = sink.mirror.read_all()["fullDocument"].drop_null().to_pylist()[: max(rows_read)]
+    started = time.perf_counter()
+    for text in stored:
+        loads(text)
+    print(
+        f"  stored rows read per batch: median {statistics.median(rows_read):,.0f}; parsing "
+        f"{len(stored):,} stored documents: {(time.perf_counter() - started) * 1000:.0f} ms"
+    )
     # The small-file problem: a file (or more) per batch until compaction folds them.
     started = time.perf_counter()
     runs = TableMaintenance(1).run([root / "changelog", root / "mirror"])
