@@ -2,12 +2,13 @@
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.ingest_phases PER_SHARD MASTER MODE BATCH
+    .venv/bin/python -m benchmarks.ingest_phases PER_SHARD MASTER MODE BATCH [MIRROR_WORKERS]
 
 writes the benchmark corpus (4 BSON files, ObjectId keys, PER_SHARD entries each) and runs
 ``run_ingest`` on it with ``maxEventsPerTrigger`` BATCH, timing in every ``foreachBatch``
 ``DataFrame.toArrow()`` (Spark runs the source's tasks and ships the rows) and the sink's
-``write_batch`` (change log and mirror).  The rest of the wall time is Spark's: the query's
+``write_batch`` (change log and mirror; MIRROR_WORKERS as ``--mirror-workers``,
+default 2).  The rest of the wall time is Spark's: the query's
 start, the driver's planning (in the source runner's own process), offset and commit logs.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import corpus_files
-from shardstream.spark.ingest import query
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, query
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import IngestSettings, run_ingest
 from shardstream.spark.ingest.session import build_session
@@ -38,6 +39,7 @@ class _Arrow:
 
 def main(argv: list[str]) -> None:
     per_shard, master, mode, batch = int(argv[0]), argv[1], argv[2], argv[3]
+    workers = int(argv[4]) if len(argv) > 4 else DEFAULT_MIRROR_WORKERS
     work = Path(tempfile.mkdtemp(prefix="shardstream-phases-"))
     files = corpus_files(work, per_shard)
     writer_call = query._BatchWriter.__call__
@@ -60,13 +62,16 @@ def main(argv: list[str]) -> None:
     query._BatchWriter.__call__ = timed  # type: ignore[method-assign]
     spark = build_session(master)
     options = {"oplog": files, "partitionMode": mode, "maxEventsPerTrigger": batch}
-    settings = IngestSettings(table=work / "lake", source_options=options, bounded=True)
+    settings = IngestSettings(
+        table=work / "lake", source_options=options, bounded=True, mirror_workers=workers
+    )
     began = time.perf_counter()
     done = run_ingest(spark, settings, IngestProgress(sys.stderr, interactive=False))
     wall = time.perf_counter() - began
     spark.stop()
     print(
-        f"{master} {mode}: {done.events:,} events in {wall:.2f} s after the session started; "
+        f"{master} {mode}, mirror workers {workers}: {done.events:,} events in {wall:.2f} s "
+        "after the session started; "
         f"toArrow {totals['toArrow']:.2f} s, sink {totals['sink']:.2f} s, "
         f"the rest {wall - totals['toArrow'] - totals['sink']:.2f} s"
     )

@@ -2,7 +2,7 @@
 
 Not part of the test suite (timings only).  Run from the repository root::
 
-    .venv/bin/python benchmarks/ingest_throughput.py [--entries 10000] [--batch 5000]
+    .venv/bin/python -m benchmarks.ingest_throughput [--entries 10000] [--batch 5000]
 
 What it measures:
 
@@ -15,12 +15,8 @@ What it measures:
 * **Mirror write strategy** (no Spark, ``--strategies ROWS``): on a synthetic mirror of
   ROWS documents, batches of 5,000 changed documents written by the sink's MERGE versus
   delta-rs overwrite-by-predicate (delete the keys, append the rows, one commit).
-* **Sinks alone** (no Spark): the same events as Arrow batches into
-  :class:`~shardstream.spark.delta.sink.LakehouseSink`, split into change-log append,
-  mirror preparation (read the touched rows + apply) and mirror MERGE; the stored rows a
-  batch reads and the time ``token_json.loads`` takes over that many stored documents (an
-  update's base is parsed from its text); then the tables'
-  active file counts before and after one compaction (``--optimize-every``'s work).
+* **Sinks alone** (no Spark; :mod:`benchmarks.sink_phases`): the same events as Arrow
+  batches into the sink, phase by phase, with and without mirror worker processes.
   The Spark runs compact nothing (``optimize_every=0``) and report their file counts.
 
 The corpus is written once as ``<shard>.oplog.bson`` files, so every Spark task reads
@@ -41,17 +37,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
+from benchmarks.sink_phases import sinks_alone
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.resume_token.token_json import loads
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.maintenance import TableMaintenance, active_files
-from shardstream.spark.delta.sink import BatchOutcome, LakehouseSink
+from shardstream.spark.delta.maintenance import active_files
+from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeStreamOptions
 
 SHARDS = 4
@@ -93,7 +86,7 @@ def main() -> None:
     )
     oplog = ",".join(f"{name}={path}" for name, path in paths.items())
     (work / "oplog-option").write_text(oplog)
-    _sinks_alone(oplog, args.batch, work / "sinks-alone")
+    sinks_alone(oplog, args.batch, work / "sinks-alone")
     print(f"\nSpark ingest, maxEventsPerTrigger {args.batch}:")
     print(
         "| master | partitions | events | batches | wall s | steady events/s | files log, mirror |"
@@ -109,7 +102,17 @@ def main() -> None:
 
 
 def _ingest_in_new_process(work: Path, master: str, mode: str, batch: int) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--batch", str(batch), "--one", str(work), master, mode]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.ingest_throughput",
+        "--batch",
+        str(batch),
+        "--one",
+        str(work),
+        master,
+        mode,
+    ]
     env = {
         **os.environ,
         "TZ": "UTC",
@@ -141,7 +144,7 @@ def _marginal(per_shard: int, batch: int) -> None:
         f"benchmark corpus (ObjectId keys): {SHARDS} shards x {sizes[0]:,} and x {sizes[1]:,} "
         f"entries; maxEventsPerTrigger {batch}"
     )
-    _sinks_alone((works[1] / "oplog-option").read_text(), batch, works[1] / "sinks-alone")
+    sinks_alone((works[1] / "oplog-option").read_text(), batch, works[1] / "sinks-alone")
     print()
     replays = [_replay_seconds(work) for work in works]
     events = [_count_events(work) for work in works]
@@ -192,70 +195,18 @@ def _count_events(work: Path) -> int:
     return count
 
 
-def _sinks_alone(oplog: str, batch: int, root: Path) -> None:
-    sources = {
-        name: FileOplogSource(name, path, raw_entries=True)  # the fast path where it applies
-        for name, path in (part.split("=", 1) for part in oplog.split(","))
-    }
-    stream = MergedStream(sources, ChangeStreamOptions())
-    started = time.perf_counter()
-    events = []
-    while not stream.exhausted:
-        events += stream.next_batch(10_000)[0]
-    merged = time.perf_counter() - started
-    tables = [events_to_batch(events[i : i + batch]) for i in range(0, len(events), batch)]
-    sink = LakehouseSink(root, "bench")
-    phases: dict[str, list[float]] = {
-        "changelog append": [],
-        "mirror read+apply": [],
-        "mirror MERGE": [],
-    }
-    rows_read = []
-    for batch_id, record_batch in enumerate(tables):
-        table = pa.Table.from_batches([record_batch])
-        commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
-        clock = time.perf_counter()
-        sink.changelog.append(table, commit)
-        appended = time.perf_counter()
-        prepared = sink.mirror.prepare(table)
-        applied = time.perf_counter()
-        rows_read.append(prepared.rows_read)
-        sink.mirror.write(prepared, commit)
-        merged_at = time.perf_counter()
-        phases["changelog append"].append(appended - clock)
-        phases["mirror read+apply"].append(applied - appended)
-        phases["mirror MERGE"].append(merged_at - applied)
-    print(
-        f"merge of the corpus (in process): {len(events)} events in {merged:.2f} s "
-        f"({len(events) / merged:,.0f} events/s)"
-    )
-    print(f"\nsinks alone, {len(tables)} batches of up to {batch} events (median per batch):")
-    for phase, seconds in phases.items():
-        print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
-    total = sum(sum(seconds) for seconds in phases.values())
-    print(f"  all phases: {len(events) / total:,.0f} events/s")
-    # An update's base is the stored document's text, parsed: what keeping BSON would save.
-    stored = sink.mirror.read_all()["fullDocument"].drop_null().to_pylist()[: max(rows_read)]
-    started = time.perf_counter()
-    for text in stored:
-        loads(text)
-    print(
-        f"  stored rows read per batch: median {statistics.median(rows_read):,.0f}; parsing "
-        f"{len(stored):,} stored documents: {(time.perf_counter() - started) * 1000:.0f} ms"
-    )
-    # The small-file problem: a file (or more) per batch until compaction folds them.
-    started = time.perf_counter()
-    runs = TableMaintenance(1).run([root / "changelog", root / "mirror"])
-    took = time.perf_counter() - started
-    counts = ", ".join(f"{Path(m.table).name} {m.files_before} -> {m.files_after}" for m in runs)
-    print(f"  files after {len(tables)} batches, then one compaction ({took:.2f} s): {counts}")
-
-
 def _mirror_strategies(rows: int, changed: int) -> None:
     from deltalake import DeltaTable, write_deltalake
 
-    from shardstream.spark.delta.mirror import MIRROR_SCHEMA, DeltaMirror, _literal
-    from shardstream.spark.delta.mirror_state import BatchNeeds, MirrorChanges, MirrorRow
+    from shardstream.spark.delta.mirror import DeltaMirror
+    from shardstream.spark.delta.mirror_prepare import (
+        MIRROR_SCHEMA,
+        PreparedBatch,
+        load_rows,
+        merge_source,
+        sql_literal,
+    )
+    from shardstream.spark.delta.mirror_state import BatchNeeds, MirrorRow
 
     def document(index: int, revision: int) -> MirrorRow:
         key = f'{{"_id": {{"$numberInt": "{index}"}}}}'
@@ -270,10 +221,8 @@ def _mirror_strategies(rows: int, changed: int) -> None:
             text,
         )
 
-    from shardstream.spark.delta.mirror import PreparedBatch, _merge_source
-
     rng = random.Random(1)
-    base = _merge_source({row.key: row for row in (document(i, 0) for i in range(rows))})
+    base = merge_source({row.key: row for row in (document(i, 0) for i in range(rows))})
     print(f"mirror write strategies: {rows:,} documents, batches of {changed:,} changed ones")
     for strategy in ("MERGE", "overwrite by predicate"):
         root = Path(tempfile.mkdtemp(prefix="shardstream-strategy-"))
@@ -286,17 +235,17 @@ def _mirror_strategies(rows: int, changed: int) -> None:
             needs = BatchNeeds(
                 frozenset(document(k, 0).key for k in keys), frozenset(), frozenset()
             )
-            mirror._load(needs)  # what a batch of updates reads first
+            load_rows(mirror.path, needs)  # what a batch of updates reads first
             loaded = time.perf_counter()
             changes: dict[tuple[str, str, str], MirrorRow | None] = {
                 row.key: row for row in (document(k, revision) for k in keys)
             }
             if strategy == "MERGE":
                 commit = BatchCommit(app_id="bench", batch_id=revision, watermark=f"{revision:08X}")
-                mirror.write(PreparedBatch(changed, changed, MirrorChanges(changes)), commit)
+                mirror.write(PreparedBatch(changed, changed, merge_source(changes)), commit)
             else:
-                source = _merge_source(changes).drop_columns(["_delete"]).cast(MIRROR_SCHEMA)
-                ids = ", ".join(_literal(row.document_id) for row in changes.values() if row)
+                source = merge_source(changes).drop_columns(["_delete"]).cast(MIRROR_SCHEMA)
+                ids = ", ".join(sql_literal(row.document_id) for row in changes.values() if row)
                 predicate = f'"_documentId" IN ({ids})'
                 write_deltalake(
                     DeltaTable(str(root / "mirror")), source, mode="overwrite", predicate=predicate

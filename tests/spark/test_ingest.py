@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from shardstream.sim.apply_events import encoded_state
+from shardstream.spark.delta import mirror_workers
 from shardstream.spark.delta.commits import BatchCommit, watermark_cluster_time
 from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
 from shardstream.spark.delta.sink import LakehouseSink
@@ -62,10 +63,22 @@ def _sorted(table: pa.Table, keys: list[str]) -> pa.Table:
 @pytest.mark.spark
 @pytest.mark.parametrize("source", ["simulate", "files"])
 def test_merged_and_per_shard_modes_write_identical_tables(
-    spark: Any, tmp_path: Path, source: str
+    spark: Any, tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # From BSON files, per-shard mode plans cluster-time windows (no merge in the driver)
-    # and both modes read on the fast path; from the simulator, token ranges.
+    # and both modes read on the fast path; from the simulator, token ranges. Per-shard
+    # mode prepares the mirror in worker processes (every batch, however small), merged
+    # mode in the driver alone.
+    monkeypatch.setattr(mirror_workers, "DEFAULT_MIN_EVENTS", 0)
+    split_batches = []
+    prepare = mirror_workers.MirrorWorkers.prepare
+
+    def counted(self: mirror_workers.MirrorWorkers, fresh: pa.Table) -> Any:
+        prepared = prepare(self, fresh)
+        split_batches.append(prepared is not None and prepared.parts == 2)
+        return prepared
+
+    monkeypatch.setattr(mirror_workers.MirrorWorkers, "prepare", counted)
     result = simulate(seed=21, shards=4, operations=200)
     tokens = [event.token.data for event in merged_events(result)]
     files = result.write_oplogs(tmp_path / "oplogs")
@@ -81,6 +94,7 @@ def test_merged_and_per_shard_modes_write_identical_tables(
             settings = dataclasses.replace(settings, source_options=options)
         # Compaction in one mode only: the tables must come out the same either way.
         settings = dataclasses.replace(settings, optimize_every=2 if mode == "perShard" else 0)
+        settings = dataclasses.replace(settings, mirror_workers=2 if mode == "perShard" else 0)
         totals = run_ingest(spark, settings, progress)
         assert ("compacted after batch 1:" in out.getvalue()) == (mode == "perShard")
         assert totals.events == len(tokens)
@@ -92,6 +106,8 @@ def test_merged_and_per_shard_modes_write_identical_tables(
         tables[mode] = (_sorted(changelog, ["_id"]), _sorted(mirror, ["db", "coll", "_documentId"]))
     assert tables["merged"][0].equals(tables["perShard"][0])
     assert tables["merged"][1].equals(tables["perShard"][1])
+    assert len(split_batches) >= 2
+    assert all(split_batches)
 
 
 @pytest.mark.spark

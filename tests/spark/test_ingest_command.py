@@ -64,6 +64,7 @@ def test_oplog_files_join_as_one_option() -> None:
         (["--shard", "nameonly"], "expected --shard NAME=PATH"),
         (["--simulate", "--max-events-per-batch", "0"], "expected --max-events-per-batch >= 1"),
         (["--simulate", "--optimize-every", "-1"], "expected --optimize-every N with N >= 0"),
+        (["--simulate", "--mirror-workers", "-1"], "expected --mirror-workers N with N >= 0"),
         (["--simulate", "--show-raw-update-description"], "a replay-only server flag"),
     ],
 )

@@ -13,8 +13,8 @@ from shardstream.bench.corpus import oplog_bytes
 from shardstream.errors import SinkError
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.spark.delta.mirror import _MERGE_SOURCE_SCHEMA, EVENT_COLUMNS, _merge_source
 from shardstream.spark.delta.mirror_plain import split_plain
+from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_SOURCE_SCHEMA, merge_source
 from shardstream.spark.delta.mirror_state import apply_batch
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
@@ -25,15 +25,15 @@ _KEY = [(name, "ascending") for name in ("db", "coll", "_documentId")]
 
 def _whole(events: pa.Table) -> pa.Table:
     changes = apply_batch(events.to_pylist(), [], strict=False)
-    return _merge_source(changes.rows)
+    return merge_source(changes.rows)
 
 
 def _split(events: pa.Table) -> pa.Table:
     split = split_plain(events)
-    source = _merge_source(apply_batch(split.events.to_pylist(), [], strict=False).rows)
+    source = merge_source(apply_batch(split.events.to_pylist(), [], strict=False).rows)
     if split.plain is None:
         return source
-    return pa.concat_tables([source, split.plain.cast(_MERGE_SOURCE_SCHEMA)]).sort_by(_KEY)
+    return pa.concat_tables([source, split.plain.cast(MERGE_SOURCE_SCHEMA)]).sort_by(_KEY)
 
 
 def _corpus_events(tmp_path: Path) -> list[ChangeEvent]:

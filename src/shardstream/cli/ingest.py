@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
-from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
 
 if TYPE_CHECKING:
     from shardstream.spark.delta.sink import CrashPoint
@@ -79,6 +79,14 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="compact both tables and checkpoint their logs after every N batches, so "
         f"thousands of batches leave few files (default {DEFAULT_OPTIMIZE_EVERY}; 0: never)",
     )
+    ingest.add_argument(
+        "--mirror-workers",
+        type=int,
+        default=DEFAULT_MIRROR_WORKERS,
+        metavar="N",
+        help="processes preparing a large batch's mirror, a share of its documents each, "
+        f"while the executors wait (default {DEFAULT_MIRROR_WORKERS}; 0: the driver alone)",
+    )
     ingest.add_argument("--checkpoint", metavar="DIR", help="default: PATH/_checkpoint")
     ingest.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     ingest.add_argument(
@@ -123,6 +131,10 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     if args.optimize_every < 0:
         raise ConfigurationError(
             f"expected --optimize-every N with N >= 0, got {args.optimize_every}"
+        )
+    if args.mirror_workers < 0:
+        raise ConfigurationError(
+            f"expected --mirror-workers N with N >= 0, got {args.mirror_workers}"
         )
     options: dict[str, str] = {}
     if args.uri:
@@ -172,6 +184,7 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
             trigger_interval=args.trigger_interval,
             strict=not args.lenient_mirror,
             optimize_every=args.optimize_every,
+            mirror_workers=args.mirror_workers,
             snapshot=args.snapshot,
             crash_at_for_test=crash,
         )

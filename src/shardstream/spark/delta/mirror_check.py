@@ -18,7 +18,7 @@ from shardstream.errors import SinkError
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
 from shardstream.spark.delta.commits import open_table
-from shardstream.spark.delta.mirror import MIRROR_SCHEMA
+from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
 
 
 def read_table(root: str | Path, name: str) -> pa.Table:

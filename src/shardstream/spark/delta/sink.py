@@ -72,6 +72,8 @@ class LakehouseSink:
         strict: the mirror refuses updates of documents it does not hold.
         optimize_every: compact and checkpoint both tables after every this many batches
             (0: never; see :mod:`shardstream.spark.delta.maintenance`).
+        mirror_workers: prepare large batches' mirror in this many processes
+            (:mod:`shardstream.spark.delta.mirror_workers`; 0 or 1: in this one).
         crash_at_for_test: (point, batch id): SIGKILL this process there (kill tests).
     """
 
@@ -82,12 +84,13 @@ class LakehouseSink:
         *,
         strict: bool = True,
         optimize_every: int = 0,
+        mirror_workers: int = 0,
         crash_at_for_test: tuple[CrashPoint, int] | None = None,
     ) -> None:
         self.root = Path(root)
         self.app_id = app_id
         self.changelog = DeltaChangelog(self.root)
-        self.mirror = DeltaMirror(self.root, strict=strict)
+        self.mirror = DeltaMirror(self.root, strict=strict, workers=mirror_workers)
         self.maintenance = TableMaintenance(optimize_every)
         self._crash_at = crash_at_for_test
 
@@ -111,6 +114,10 @@ class LakehouseSink:
         if self.maintenance.due(batch_id):  # after both commits: a crash here loses nothing
             maintained = tuple(self.maintenance.run([self.changelog.path, self.mirror.path]))
         return BatchOutcome(batch_id, ordered.num_rows, watermark, appended, mirrored, maintained)
+
+    def close(self) -> None:
+        """Stop the mirror's worker processes, if any (the tables need no closing)."""
+        self.mirror.close()
 
     def _maybe_crash(self, point: CrashPoint, batch_id: int) -> None:
         if self._crash_at == (point, batch_id):

@@ -35,8 +35,9 @@ from shardstream.errors import SinkError
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
 from shardstream.spark.delta.commits import committed_watermark, open_table
-from shardstream.spark.delta.mirror import MIRROR_SCHEMA, MIRROR_TABLE
+from shardstream.spark.delta.mirror import MIRROR_TABLE
 from shardstream.spark.delta.mirror_keys import document_id
+from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
 from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 from shardstream.transform.raw.extended_json import bson_to_json

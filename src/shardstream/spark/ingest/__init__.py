@@ -12,5 +12,8 @@ from typing import Final
 # (spark/delta/maintenance.py). Here, not in ``query``: the CLI reads it without importing
 # deltalake or pyspark.
 DEFAULT_OPTIMIZE_EVERY: Final = 100
+# Worker processes preparing a large batch's mirror (spark/delta/mirror_workers.py): while
+# the sink runs, the executors' cores wait for the batch to commit.
+DEFAULT_MIRROR_WORKERS: Final = 2
 
-__all__ = ["DEFAULT_OPTIMIZE_EVERY"]
+__all__ = ["DEFAULT_MIRROR_WORKERS", "DEFAULT_OPTIMIZE_EVERY"]

@@ -31,7 +31,7 @@ from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
 from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
-from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
@@ -58,6 +58,8 @@ class IngestSettings:
         trigger_interval: a live run's micro-batch interval.
         strict: the mirror refuses updates of documents it never held.
         optimize_every: compact and checkpoint both tables every this many batches (0: never).
+        mirror_workers: processes preparing a large batch's mirror, a part of its documents
+            each (0 or 1: the driver alone).
         snapshot: load the live source's documents as of T0 into both tables first (once),
             then stream from T0; needs a ``uri`` and no start option.
         crash_at_for_test: SIGKILL the process at this point of this batch (kill tests).
@@ -73,6 +75,7 @@ class IngestSettings:
     trigger_interval: str = "1 second"
     strict: bool = True
     optimize_every: int = DEFAULT_OPTIMIZE_EVERY
+    mirror_workers: int = DEFAULT_MIRROR_WORKERS
     snapshot: bool = False
     crash_at_for_test: tuple[CrashPoint, int] | None = None
 
@@ -158,6 +161,7 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
         batches.raise_failure()
         raise
     finally:
+        batches.close()
         progress.finish()
     batches.raise_failure()
     return progress.totals
@@ -185,6 +189,7 @@ class _BatchWriter:
                     _checkpoint_app_id(self.settings.checkpoint_path),
                     strict=self.settings.strict,
                     optimize_every=self.settings.optimize_every,
+                    mirror_workers=self.settings.mirror_workers,
                     crash_at_for_test=self.settings.crash_at_for_test,
                 )
             outcome: BatchOutcome = self.sink.write_batch(frame.toArrow(), batch_id)
@@ -192,6 +197,10 @@ class _BatchWriter:
             self.failure = exc
             raise
         self.progress.batch(outcome)
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
 
     def raise_failure(self) -> None:
         if self.failure is not None:

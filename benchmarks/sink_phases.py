@@ -1,0 +1,122 @@
+"""The lakehouse sinks alone, phase by phase: no Spark, the merged events as Arrow batches.
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.sink_phases [PER_SHARD] [BATCH]
+
+The benchmark corpus (4 BSON files, ObjectId keys, PER_SHARD entries each, 50,000 by
+default) merged in process and cut into Arrow batches of BATCH events (50,000), written
+into :class:`~shardstream.spark.delta.sink.LakehouseSink` twice on fresh tables: the mirror
+prepared in the driver alone, then in ``DEFAULT_MIRROR_WORKERS`` worker processes
+(``--mirror-workers``).  Reported per run: the median per batch of the change-log append,
+the mirror's preparation (split, keyed read, apply) and its MERGE; the stored rows a batch
+reads and the time ``token_json.loads`` takes over that many stored documents (an update's
+base is parsed from its text); then the tables' active file counts before and after one
+compaction (``--optimize-every``'s work).  ``ingest_throughput.py`` prints the same lines.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from shardstream.merger import MergedStream
+from shardstream.oplog.file_source import FileOplogSource
+from shardstream.resume_token.token_json import loads
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.maintenance import TableMaintenance
+from shardstream.spark.delta.sink import LakehouseSink
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS
+from shardstream.spark.source.rows import events_to_batch
+from shardstream.transform import ChangeStreamOptions
+
+
+def sinks_alone(oplog: str, batch: int, root: Path) -> None:
+    """Both runs over the files ``oplog`` names (the source's ``oplog`` option)."""
+    sources = {
+        name: FileOplogSource(name, path, raw_entries=True)  # the fast path where it applies
+        for name, path in (part.split("=", 1) for part in oplog.split(","))
+    }
+    stream = MergedStream(sources, ChangeStreamOptions())
+    started = time.perf_counter()
+    events = []
+    while not stream.exhausted:
+        events += stream.next_batch(10_000)[0]
+    merged = time.perf_counter() - started
+    tables = [
+        pa.Table.from_batches([events_to_batch(events[i : i + batch])])
+        for i in range(0, len(events), batch)
+    ]
+    print(
+        f"merge of the corpus (in process): {len(events)} events in {merged:.2f} s "
+        f"({len(events) / merged:,.0f} events/s)"
+    )
+    for workers in (0, DEFAULT_MIRROR_WORKERS):
+        _phases(tables, root / f"workers-{workers}", workers)
+
+
+def _phases(tables: list[pa.Table], root: Path, workers: int) -> None:
+    sink = LakehouseSink(root, "bench", mirror_workers=workers)
+    phases: dict[str, list[float]] = {
+        "changelog append": [],
+        "mirror read+apply": [],
+        "mirror MERGE": [],
+    }
+    rows_read = []
+    for batch_id, table in enumerate(tables):
+        commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
+        clock = time.perf_counter()
+        sink.changelog.append(table, commit)
+        appended = time.perf_counter()
+        prepared = sink.mirror.prepare(table)
+        applied = time.perf_counter()
+        rows_read.append(prepared.rows_read)
+        sink.mirror.write(prepared, commit)
+        merged_at = time.perf_counter()
+        phases["changelog append"].append(appended - clock)
+        phases["mirror read+apply"].append(applied - appended)
+        phases["mirror MERGE"].append(merged_at - applied)
+    sink.close()
+    events = sum(table.num_rows for table in tables)
+    print(
+        f"\nsinks alone, mirror workers {workers}, {len(tables)} batches of up to "
+        f"{max(t.num_rows for t in tables)} events (median per batch; the first batch with "
+        "workers starts them):"
+    )
+    for phase, seconds in phases.items():
+        print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
+    total = sum(sum(seconds) for seconds in phases.values())
+    print(f"  all phases: {events / total:,.0f} events/s")
+    # An update's base is the stored document's text, parsed: what keeping BSON would save.
+    stored = sink.mirror.read_all()["fullDocument"].drop_null().to_pylist()[: max(rows_read)]
+    started = time.perf_counter()
+    for text in stored:
+        loads(text)
+    print(
+        f"  stored rows read per batch: median {statistics.median(rows_read):,.0f}; parsing "
+        f"{len(stored):,} stored documents: {(time.perf_counter() - started) * 1000:.0f} ms"
+    )
+    # The small-file problem: a file (or more) per batch until compaction folds them.
+    started = time.perf_counter()
+    runs = TableMaintenance(1).run([root / "changelog", root / "mirror"])
+    took = time.perf_counter() - started
+    counts = ", ".join(f"{Path(m.table).name} {m.files_before} -> {m.files_after}" for m in runs)
+    print(f"  files after {len(tables)} batches, then one compaction ({took:.2f} s): {counts}")
+
+
+def main(argv: list[str]) -> None:
+    from shardstream.bench.corpus import corpus_files
+
+    per_shard = int(argv[0]) if argv else 50_000
+    batch = int(argv[1]) if len(argv) > 1 else 50_000
+    work = Path(tempfile.mkdtemp(prefix="shardstream-sinks-"))
+    sinks_alone(corpus_files(work / "oplogs", per_shard), batch, work)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

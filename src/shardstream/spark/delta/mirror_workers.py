@@ -1,0 +1,167 @@
+"""Sink: a large batch's mirror preparation split by document over worker processes.
+
+While the sink runs, Spark's executors wait for the batch to commit and the driver's one
+Python thread prepares the mirror (split, keyed read, stored documents parsed, diffs applied:
+most of a batch's time, ``benchmarks/README.md``).  Documents are independent of each other
+except through a drop, rename or dropDatabase, so a batch without those is cut by a hash of
+each event's document ``_id`` into one part per worker process, each part in token order.
+Every part is prepared as the driver would prepare a batch
+(:func:`~shardstream.spark.delta.mirror_prepare.prepare_events`, with its own keyed read),
+and the parts' MERGE sources, whose keys are disjoint, are joined into the one the driver
+writes in its single MERGE: the tables are those the driver alone writes
+(``tests/spark/test_mirror_workers.py``).
+
+The driver prepares a batch itself when it is small (the processes' round trip would cost
+more than it saves), holds a namespace event or a split event's fragment, or when a part
+fails: a bad event's error is then raised by the driver, the first in token order, as
+without workers.  A pool that broke (a worker killed) is shut down and not used again.
+Workers are started by ``spawn`` (the driver holds Spark's JVM gateway and threads) on the
+first batch that uses them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shardstream.errors import ShardstreamError
+from shardstream.spark.delta.mirror_keys import document_id
+from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, PreparedBatch, prepare_events
+from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERATIONS
+
+# Below this many events a batch is prepared in the driver: a part's round trip (Arrow IPC
+# both ways, its own table load and keyed read) costs tens of milliseconds.
+DEFAULT_MIN_EVENTS: Final = 4_000
+_DOCUMENT_OPERATIONS: Final = frozenset({*SET_OPERATIONS, "update", "delete"})
+
+
+class MirrorWorkers:
+    """Worker processes preparing the mirror at ``path``, a part of a batch each.
+
+    Args:
+        path: the mirror table.
+        processes: worker processes (2 or more).
+        strict: as :class:`~shardstream.spark.delta.mirror.DeltaMirror`'s.
+        snapshot_read_end: as :func:`~shardstream.spark.delta.mirror_state.apply_batch`'s.
+        min_events: batches smaller than this are left to the driver (default
+            :data:`DEFAULT_MIN_EVENTS`, read when the workers are made).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        processes: int,
+        *,
+        strict: bool,
+        snapshot_read_end: tuple[int, int] | None,
+        min_events: int | None = None,
+    ) -> None:
+        if processes < 2:
+            raise ValueError(f"expected 2 or more mirror worker processes, got {processes}")
+        self.path = path
+        self.processes = processes
+        self.strict = strict
+        self.snapshot_read_end = snapshot_read_end
+        self.min_events = DEFAULT_MIN_EVENTS if min_events is None else min_events
+        self._pool: ProcessPoolExecutor | None = None
+        self._broken = False
+
+    def prepare(self, fresh: pa.Table) -> PreparedBatch | None:
+        """``fresh`` (events above the watermark, token order) prepared in parts; None when
+        the driver must prepare it itself (see the module's docstring)."""
+        if self._broken or fresh.num_rows < self.min_events:
+            return None
+        parts = split_by_document(fresh, self.processes)
+        if parts is None:
+            return None
+        pool = self._started()
+        path, strict, read_end = str(self.path), self.strict, self.snapshot_read_end
+        futures = [pool.submit(_prepare_part, path, _ipc(p), strict, read_end) for p in parts]
+        try:
+            prepared = [_read_part(future.result()) for future in futures]
+        except BrokenProcessPool:
+            self._broken = True
+            self.close()
+            return None
+        except Exception:
+            return None  # the driver prepares the batch, raising the first error itself
+        return PreparedBatch(
+            events=fresh.num_rows,
+            rows_read=sum(part.rows_read for part in prepared),
+            source=pa.concat_tables([part.source for part in prepared]).sort_by(MERGE_KEY_ORDER),
+            unknown_updates=sum(part.unknown_updates for part in prepared),
+            parts=len(parts),
+        )
+
+    def close(self) -> None:
+        """Stop the worker processes (a later batch starts them again, unless broken)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _started(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.processes, mp_context=multiprocessing.get_context("spawn")
+            )
+        return self._pool
+
+
+def split_by_document(events: pa.Table, parts: int) -> list[pa.Table] | None:
+    """``events`` cut into ``parts`` by a hash of each event's document ``_id``, each in
+    token order; events that touch no document go to the first part.  None when the batch
+    must be applied whole: a namespace event, a fragment, or a row the driver must refuse.
+    """
+    operations = events["operationType"]
+    if pc.any(pc.is_in(operations, pa.array(sorted(NAMESPACE_OPERATIONS)))).as_py():
+        return None
+    if events["_fragment"].null_count < events.num_rows:
+        return None
+    keys = events["documentKey"].to_pylist()
+    which: list[int] = []
+    for operation, key in zip(operations.to_pylist(), keys, strict=True):
+        if operation not in _DOCUMENT_OPERATIONS:
+            which.append(0)
+        elif not isinstance(key, str):
+            return None
+        else:
+            try:
+                which.append(zlib.crc32(document_id(key).encode()) % parts)
+            except ShardstreamError:
+                return None
+    part_of = pa.array(which, pa.int32())
+    return [events.filter(pc.equal(part_of, part)) for part in range(parts)]
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    with pa.ipc.open_stream(data) as reader:
+        return reader.read_all()
+
+
+def _prepare_part(
+    path: str, events: bytes, strict: bool, snapshot_read_end: tuple[int, int] | None
+) -> tuple[int, int, bytes, int]:
+    """In a worker: one part prepared; (events, rows read, MERGE source as IPC, unknown)."""
+    prepared = prepare_events(
+        Path(path), _from_ipc(events), strict=strict, snapshot_read_end=snapshot_read_end
+    )
+    return (prepared.events, prepared.rows_read, _ipc(prepared.source), prepared.unknown_updates)
+
+
+def _read_part(result: tuple[int, int, bytes, int]) -> PreparedBatch:
+    events, rows_read, source, unknown = result
+    return PreparedBatch(events, rows_read, _from_ipc(source), unknown)

@@ -1,0 +1,131 @@
+"""The mirror prepared in worker processes, a part of each batch's documents each.
+
+The oracle is the driver alone: the same batches into a sink without workers must give the
+same mirror, row for row, and the same outcomes; a bad batch must raise the driver's error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from shardstream.errors import SinkError
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.mirror import DeltaMirror
+from shardstream.spark.delta.mirror_check import mirror_state
+from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS
+from shardstream.spark.delta.mirror_workers import MirrorWorkers, split_by_document
+from shardstream.spark.delta.sink import LakehouseSink
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    event_row,
+    expected_state,
+    merged_events,
+    simulate,
+)
+
+_RESULT = simulate(seed=11, operations=400)
+_EVENTS = merged_events(_RESULT, seed=11)
+
+
+def _sink(root: Path, workers: int) -> LakehouseSink:
+    sink = LakehouseSink(root, "app", mirror_workers=workers)
+    if sink.mirror.workers is not None:
+        sink.mirror.workers.min_events = 0  # every batch through the workers, however small
+    return sink
+
+
+def _sorted_mirror(root: Path) -> list[dict[str, object]]:
+    keys = [(name, "ascending") for name in ("db", "coll", "_documentId")]
+    rows: list[dict[str, object]] = DeltaMirror(root).read_all().sort_by(keys).to_pylist()
+    return rows
+
+
+def test_workers_give_the_drivers_mirror_and_outcomes(tmp_path: Path) -> None:
+    batches = event_batches(_EVENTS, 120)
+    driver, workers = _sink(tmp_path / "driver", 0), _sink(tmp_path / "workers", 2)
+    try:
+        for batch_id, batch in enumerate(batches):
+            alone = driver.write_batch(batch, batch_id)
+            assert workers.mirror.prepare(batch.sort_by("_id")).parts == 2
+            split = workers.write_batch(batch, batch_id)
+            assert split.mirror == alone.mirror
+    finally:
+        workers.close()
+    assert len(batches) > 4
+    assert _sorted_mirror(tmp_path / "workers") == _sorted_mirror(tmp_path / "driver")
+    assert mirror_state(DeltaMirror(tmp_path / "workers").read_all()) == expected_state(_RESULT)
+
+
+def test_a_batch_with_a_namespace_event_is_prepared_whole(tmp_path: Path) -> None:
+    first = [
+        event_row("insert", ns=("shop", c), _id=n, doc={"_id": n}) for c in "ab" for n in range(9)
+    ]
+    second = [
+        event_row("update", ns=("shop", "a"), _id=1, diff={"u": {"v": 1}}),
+        event_row("rename", ns=("shop", "a"), to=("shop", "c")),
+        event_row("delete", ns=("shop", "b"), _id=2),
+        event_row("drop", ns=("shop", "b")),
+        event_row("insert", ns=("shop", "b"), _id=4, doc={"_id": 4}),
+    ]
+    prepared = []
+    for workers in (0, 2):
+        mirror = DeltaMirror(tmp_path / f"w{workers}", workers=workers)
+        if mirror.workers is not None:
+            mirror.workers.min_events = 0
+        inserts = pa.Table.from_pylist(first)
+        commit = BatchCommit(app_id="app", batch_id=0, watermark=inserts["_id"][-1].as_py())
+        mirror.write(mirror.prepare(inserts), commit)
+        prepared.append(mirror.prepare(pa.Table.from_pylist(second)))
+        mirror.close()
+    assert [p.parts for p in prepared] == [1, 1]
+    assert prepared[0].source.equals(prepared[1].source)
+    source = prepared[1].source
+    # a's 9 rows gone and c's 9 in; b's 9 gone but _id 4, inserted again after the drop
+    assert source.num_rows == 27
+    assert sum(source["_delete"].to_pylist()) == 9 + 8
+
+
+def test_a_bad_event_raises_the_drivers_error(tmp_path: Path) -> None:
+    rows = [event_row("insert", _id=n, doc={"_id": n, "v": 0}) for n in range(40)]
+    rows.append(event_row("update", _id=999, diff={"u": {"v": 1}}))  # never inserted
+    rows += [event_row("insert", _id=n, doc={"_id": n}) for n in range(40, 60)]
+    rows.append(event_row("update", _id=998, diff={"u": {"v": 1}}))
+    events = pa.Table.from_pylist(rows).select(list(EVENT_COLUMNS))
+    messages = []
+    for workers in (0, 2):
+        mirror = DeltaMirror(tmp_path / f"w{workers}", workers=workers)
+        if mirror.workers is not None:
+            mirror.workers.min_events = 0
+        with pytest.raises(SinkError, match="expected the mirror to hold") as raised:
+            mirror.prepare(events)
+        mirror.close()
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert "999" in messages[0]  # the first one in token order
+
+
+def test_parts_keep_token_order_and_each_document_in_one_part() -> None:
+    batch = event_batches(_EVENTS, 10_000)[0].select(list(EVENT_COLUMNS))
+    no_ddl = batch.filter(
+        pa.compute.invert(
+            pa.compute.is_in(batch["operationType"], pa.array(["drop", "rename", "dropDatabase"]))
+        )
+    )
+    parts = split_by_document(no_ddl, 3)
+    assert parts is not None
+    assert sum(part.num_rows for part in parts) == no_ddl.num_rows
+    seen: dict[str, int] = {}
+    for index, part in enumerate(parts):
+        ids = part["_id"].to_pylist()
+        assert ids == sorted(ids)
+        for key in part["documentKey"].drop_null().to_pylist():
+            assert seen.setdefault(key, index) == index
+    assert split_by_document(batch, 3) is None or no_ddl.num_rows == batch.num_rows
+
+
+def test_fewer_than_two_workers_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="expected 2 or more mirror worker processes, got 1"):
+        MirrorWorkers(tmp_path, 1, strict=True, snapshot_read_end=None)
