@@ -172,6 +172,11 @@ def _marginal(per_shard: int, batch: int) -> None:
 
 
 def _replay_seconds(work: Path) -> float:
+    """The median wall time of three ``replay --output-format bson --workers 2`` runs."""
+    return statistics.median(_one_replay(work) for _ in range(3))
+
+
+def _one_replay(work: Path) -> float:
     command = [sys.executable, "-m", "shardstream", "replay", "--output-format", "bson"]
     command += ["--workers", "2"]
     for part in (work / "oplog-option").read_text().split(","):

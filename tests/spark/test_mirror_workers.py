@@ -6,6 +6,11 @@ same mirror, row for row, and the same outcomes; a bad batch must raise the driv
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,3 +134,46 @@ def test_parts_keep_token_order_and_each_document_in_one_part() -> None:
 def test_fewer_than_two_workers_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="expected 2 or more mirror worker processes, got 1"):
         MirrorWorkers(tmp_path, 1, strict=True, snapshot_read_end=None)
+
+
+_DRIVER = """
+import os, sys, time
+from pathlib import Path
+from shardstream.spark.delta.mirror_workers import MirrorWorkers
+
+if __name__ == "__main__":
+    workers = MirrorWorkers(Path(sys.argv[1]), 2, strict=True, snapshot_read_end=None)
+    pool = workers._started()
+    pids = {pool.submit(os.getpid).result() for _ in range(20)}
+    print(" ".join(str(pid) for pid in sorted(pids)), flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states in /proc")
+def test_workers_exit_when_the_driver_is_killed(tmp_path: Path) -> None:
+    # A SIGKILLed ingest (the kill tests' crash) must not leave its workers running.
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    with subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as driver:
+        assert driver.stdout is not None
+        pids = [int(pid) for pid in driver.stdout.readline().split()]
+        os.kill(driver.pid, signal.SIGKILL)
+    assert pids
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in pids if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing

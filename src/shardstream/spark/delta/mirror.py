@@ -4,11 +4,12 @@ Columns: ``db``, ``coll``, ``documentKey`` and ``fullDocument`` (canonical Exten
 and the ``_id`` token and ``clusterTime`` of the last event applied to the row; the internal
 ``_documentId`` (the ``_id`` alone, as canonical Extended JSON) is the merge key.
 
-A batch is applied in three steps: read only the rows it can touch (one filtered scan:
-the keys its updates read, plus whole collections or databases a drop or rename acts on),
-apply the events in token order in Python (:mod:`shardstream.spark.delta.mirror_state`), and
-write the touched rows back with one Delta MERGE (delete, update, insert) that also
-carries the batch markers of :mod:`shardstream.spark.delta.commits`.
+A batch is applied in two steps: :meth:`DeltaMirror.prepare` reads only the rows it can
+touch and applies the events to them in token order
+(:mod:`shardstream.spark.delta.mirror_prepare`; in worker processes for a large batch,
+:mod:`shardstream.spark.delta.mirror_workers`), and :meth:`DeltaMirror.write` writes the
+touched rows back with one Delta MERGE (delete, update, insert) that also carries the batch
+markers of :mod:`shardstream.spark.delta.commits`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ first batch that uses them.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
+import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -40,6 +43,7 @@ from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERA
 # both ways, its own table load and keyed read) costs tens of milliseconds.
 DEFAULT_MIN_EVENTS: Final = 4_000
 _DOCUMENT_OPERATIONS: Final = frozenset({*SET_OPERATIONS, "update", "delete"})
+_PARENT_POLL_SECONDS: Final = 0.5
 
 
 class MirrorWorkers:
@@ -109,7 +113,10 @@ class MirrorWorkers:
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.processes, mp_context=multiprocessing.get_context("spawn")
+                self.processes,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_exit_with_parent,
+                initargs=(os.getpid(),),
             )
         return self._pool
 
@@ -138,6 +145,18 @@ def split_by_document(events: pa.Table, parts: int) -> list[pa.Table] | None:
                 return None
     part_of = pa.array(which, pa.int32())
     return [events.filter(pc.equal(part_of, part)) for part in range(parts)]
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: exit when the driver is gone (a SIGKILLed ingest must leave no process
+    behind; the pool's queue never reports EOF to a worker, which holds both its ends)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="shardstream-parent-watch", daemon=True).start()
 
 
 def _ipc(table: pa.Table) -> bytes:
