@@ -44,6 +44,7 @@ from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.maintenance import active_files
 from shardstream.spark.delta.sink import BatchOutcome
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.transform import ChangeStreamOptions
 
@@ -60,6 +61,9 @@ def main() -> None:
     )
     parser.add_argument("--strategies", type=int, metavar="ROWS", help="only the MERGE test")
     parser.add_argument(
+        "--repeat", type=int, default=1, help="--marginal: runs per size (median wall time)"
+    )
+    parser.add_argument(
         "--marginal",
         type=int,
         metavar="PER_SHARD",
@@ -74,7 +78,7 @@ def main() -> None:
         print(json.dumps(_one_ingest(Path(args.one[0]), args.one[1], args.one[2], args.batch)))
         return
     if args.marginal:
-        _marginal(args.marginal, args.batch)
+        _marginal(args.marginal, args.batch, args.repeat)
         return
     work = Path(tempfile.mkdtemp(prefix="shardstream-bench-"))
     config = SimulationConfig(seed=1, shards=SHARDS, operations=args.entries)
@@ -125,7 +129,7 @@ def _ingest_in_new_process(work: Path, master: str, mode: str, batch: int) -> di
     return result
 
 
-def _marginal(per_shard: int, batch: int) -> None:
+def _marginal(per_shard: int, batch: int, repeat: int) -> None:
     """Ingest and replay of the benchmark corpus at two sizes: the marginal rates.
 
     A run's time is the query's (after its SparkSession is up) or the replay's (the
@@ -142,7 +146,7 @@ def _marginal(per_shard: int, batch: int) -> None:
         works.append(work)
     print(
         f"benchmark corpus (ObjectId keys): {SHARDS} shards x {sizes[0]:,} and x {sizes[1]:,} "
-        f"entries; maxEventsPerTrigger {batch}"
+        f"entries; maxEventsPerTrigger {batch}; ingest runs per size: {repeat}"
     )
     sinks_alone((works[1] / "oplog-option").read_text(), batch, works[1] / "sinks-alone")
     print()
@@ -159,7 +163,12 @@ def _marginal(per_shard: int, batch: int) -> None:
     )
     print("|---|---|---|---|---|---|")
     for master, mode in CONFIGS:
-        runs = [_ingest_in_new_process(work, master, mode, batch) for work in works]
+        runs = []
+        for work in works:  # each size run `repeat` times; its median wall time counts
+            tries = [_ingest_in_new_process(work, master, mode, batch) for _ in range(repeat)]
+            if {run["events"] for run in tries} != {tries[0]["events"]}:
+                raise SystemExit(f"expected equal runs, got {[r['events'] for r in tries]}")
+            runs.append({**tries[-1], "wall": statistics.median(r["wall"] for r in tries)})
         if [run["events"] for run in runs] != events:
             raise SystemExit(
                 f"expected {events} events ingested, got {[r['events'] for r in runs]}"
@@ -172,8 +181,8 @@ def _marginal(per_shard: int, batch: int) -> None:
 
 
 def _replay_seconds(work: Path) -> float:
-    """The median wall time of three ``replay --output-format bson --workers 2`` runs."""
-    return statistics.median(_one_replay(work) for _ in range(3))
+    """The median wall time of five ``replay --output-format bson --workers 2`` runs."""
+    return statistics.median(_one_replay(work) for _ in range(5))
 
 
 def _one_replay(work: Path) -> float:
@@ -291,7 +300,13 @@ def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any
     root = work / f"lake-{master[6]}-{mode}"
     progress = _RecordingProgress()
     started = time.perf_counter()
-    settings = IngestSettings(table=root, source_options=options, bounded=True, optimize_every=0)
+    settings = IngestSettings(
+        table=root,
+        source_options=options,
+        bounded=True,
+        optimize_every=0,
+        mirror_workers=DEFAULT_MIRROR_WORKERS,  # as shardstream ingest runs
+    )
     run_ingest(spark, settings, progress)
     wall = time.perf_counter() - started
     spark.stop()

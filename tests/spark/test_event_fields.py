@@ -140,8 +140,14 @@ def test_a_usual_event_is_read_in_c() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b"", b"\x05\x00\x00", b"\x06\x00\x00\x00\x00\x00", b"\x0c\x00\x00\x00\x02a\x00\xff\xff\xff"],
-    ids=["empty", "short", "bad-terminator", "string-overruns"],
+    [
+        b"",
+        b"\x05\x00\x00",
+        b"\x06\x00\x00\x00\x00\x00",
+        b"\x0c\x00\x00\x00\x02a\x00\xff\xff\xff",
+        bson.encode({"operationType": "insert"}) + b"\x00",
+    ],
+    ids=["empty", "short", "bad-terminator", "string-overruns", "trailing-bytes"],
 )
 def test_malformed_bytes_are_left_to_the_python_reader(raw: bytes) -> None:
     assert compiled.event_fields(raw, False) is None

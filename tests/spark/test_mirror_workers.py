@@ -17,9 +17,11 @@ import pyarrow as pa
 import pytest
 
 from shardstream.errors import SinkError
+from shardstream.spark.delta import mirror_workers
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.mirror import DeltaMirror
 from shardstream.spark.delta.mirror_check import mirror_state
+from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS
 from shardstream.spark.delta.mirror_workers import MirrorWorkers, split_by_document
 from shardstream.spark.delta.sink import LakehouseSink
@@ -93,12 +95,23 @@ def test_a_batch_with_a_namespace_event_is_prepared_whole(tmp_path: Path) -> Non
     assert sum(source["_delete"].to_pylist()) == 9 + 8
 
 
-def test_a_bad_event_raises_the_drivers_error(tmp_path: Path) -> None:
+def test_a_bad_event_raises_the_drivers_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rows = [event_row("insert", _id=n, doc={"_id": n, "v": 0}) for n in range(40)]
     rows.append(event_row("update", _id=999, diff={"u": {"v": 1}}))  # never inserted
     rows += [event_row("insert", _id=n, doc={"_id": n}) for n in range(40, 60)]
     rows.append(event_row("update", _id=998, diff={"u": {"v": 1}}))
     events = pa.Table.from_pylist(rows).select(list(EVENT_COLUMNS))
+    # The workers' attempt must happen (and fail) before the driver's: count the splits.
+    splits = []
+
+    def counted(table: pa.Table, parts: int) -> list[pa.Table] | None:
+        found = split_by_document(table, parts)
+        splits.append(found is not None)
+        return found
+
+    monkeypatch.setattr(mirror_workers, "split_by_document", counted)
     messages = []
     for workers in (0, 2):
         mirror = DeltaMirror(tmp_path / f"w{workers}", workers=workers)
@@ -110,25 +123,38 @@ def test_a_bad_event_raises_the_drivers_error(tmp_path: Path) -> None:
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
     assert "999" in messages[0]  # the first one in token order
+    assert splits == [True]
 
 
 def test_parts_keep_token_order_and_each_document_in_one_part() -> None:
-    batch = event_batches(_EVENTS, 10_000)[0].select(list(EVENT_COLUMNS))
-    no_ddl = batch.filter(
-        pa.compute.invert(
-            pa.compute.is_in(batch["operationType"], pa.array(["drop", "rename", "dropDatabase"]))
-        )
-    )
-    parts = split_by_document(no_ddl, 3)
+    extra = [event_row("create", ns=("shop", "new")), event_row("createIndexes", ns=("shop", "b"))]
+    events = event_batches(_EVENTS, 10_000)[0].select(list(EVENT_COLUMNS))
+    batch = pa.concat_tables(
+        [events, pa.Table.from_pylist(extra).select(list(EVENT_COLUMNS)).cast(events.schema)]
+    ).sort_by("_id")
+    parts = split_by_document(batch, 3)
     assert parts is not None
-    assert sum(part.num_rows for part in parts) == no_ddl.num_rows
-    seen: dict[str, int] = {}
+    # Together the parts are the batch, each event once.
+    joined = [token for part in parts for token in part["_id"].to_pylist()]
+    assert sorted(joined) == batch["_id"].to_pylist()
+    seen: dict[tuple[str, str, str], int] = {}
     for index, part in enumerate(parts):
         ids = part["_id"].to_pylist()
         assert ids == sorted(ids)
-        for key in part["documentKey"].drop_null().to_pylist():
-            assert seen.setdefault(key, index) == index
-    assert split_by_document(batch, 3) is None or no_ddl.num_rows == batch.num_rows
+        for row in part.to_pylist():
+            if row["documentKey"] is None:
+                assert index == 0  # events without a document go to the first part
+            else:
+                key = (row["db"], row["coll"], document_id(row["documentKey"]))
+                assert seen.setdefault(key, index) == index
+    assert len(set(seen.values())) == 3
+
+
+def test_namespace_events_and_fragments_keep_a_batch_whole() -> None:
+    inserts = [event_row("insert", _id=n, doc={"_id": n}) for n in range(5)]
+    for odd in (event_row("drop"), event_row("dropDatabase"), event_row("insert", fragment="x")):
+        table = pa.Table.from_pylist([*inserts, odd]).select(list(EVENT_COLUMNS))
+        assert split_by_document(table, 2) is None
 
 
 def test_fewer_than_two_workers_are_refused(tmp_path: Path) -> None:
@@ -141,10 +167,17 @@ import os, sys, time
 from pathlib import Path
 from shardstream.spark.delta.mirror_workers import MirrorWorkers
 
+
+def pid_after_a_nap():
+    time.sleep(1.0)  # both workers busy at once: each task runs in its own
+    return os.getpid()
+
+
 if __name__ == "__main__":
     workers = MirrorWorkers(Path(sys.argv[1]), 2, strict=True, snapshot_read_end=None)
     pool = workers._started()
-    pids = {pool.submit(os.getpid).result() for _ in range(20)}
+    naps = [pool.submit(pid_after_a_nap) for _ in range(2)]
+    pids = {nap.result() for nap in naps}
     print(" ".join(str(pid) for pid in sorted(pids)), flush=True)
     time.sleep(120)
 """
@@ -164,7 +197,7 @@ def test_workers_exit_when_the_driver_is_killed(tmp_path: Path) -> None:
         assert driver.stdout is not None
         pids = [int(pid) for pid in driver.stdout.readline().split()]
         os.kill(driver.pid, signal.SIGKILL)
-    assert pids
+    assert len(pids) == 2
     deadline = time.monotonic() + 20
     while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)

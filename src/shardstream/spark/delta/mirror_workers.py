@@ -14,20 +14,23 @@ writes in its single MERGE: the tables are those the driver alone writes
 The driver prepares a batch itself when it is small (the processes' round trip would cost
 more than it saves), holds a namespace event or a split event's fragment, or when a part
 fails: a bad event's error is then raised by the driver, the first in token order, as
-without workers.  A pool that broke (a worker killed) is shut down and not used again.
-Workers are started by ``spawn`` (the driver holds Spark's JVM gateway and threads) on the
-first batch that uses them.
+without workers.  A pool that broke (a worker killed) or that cannot run a part is shut
+down, logged and not used again.  Workers are started by ``spawn`` (the driver holds Spark's
+JVM gateway and threads) on the first batch that uses them; like every ``spawn`` start, a
+driver script must keep its work under ``if __name__ == "__main__":``, or each worker would
+run it again on import.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -44,6 +47,7 @@ from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERA
 DEFAULT_MIN_EVENTS: Final = 4_000
 _DOCUMENT_OPERATIONS: Final = frozenset({*SET_OPERATIONS, "update", "delete"})
 _PARENT_POLL_SECONDS: Final = 0.5
+_log = logging.getLogger(__name__)
 
 
 class MirrorWorkers:
@@ -75,27 +79,31 @@ class MirrorWorkers:
         self.snapshot_read_end = snapshot_read_end
         self.min_events = DEFAULT_MIN_EVENTS if min_events is None else min_events
         self._pool: ProcessPoolExecutor | None = None
-        self._broken = False
+        self._stopped = False
 
     def prepare(self, fresh: pa.Table) -> PreparedBatch | None:
         """``fresh`` (events above the watermark, token order) prepared in parts; None when
         the driver must prepare it itself (see the module's docstring)."""
-        if self._broken or fresh.num_rows < self.min_events:
+        if self._stopped or fresh.num_rows < self.min_events:
             return None
         parts = split_by_document(fresh, self.processes)
         if parts is None:
             return None
-        pool = self._started()
         path, strict, read_end = str(self.path), self.strict, self.snapshot_read_end
-        futures = [pool.submit(_prepare_part, path, _ipc(p), strict, read_end) for p in parts]
+        futures: list[Future[tuple[int, int, bytes, int]]] = []
         try:
+            pool = self._started()
+            futures += [pool.submit(_prepare_part, path, _ipc(p), strict, read_end) for p in parts]
             prepared = [_read_part(future.result()) for future in futures]
-        except BrokenProcessPool:
-            self._broken = True
+        except ShardstreamError:
+            # A bad event: the driver prepares the batch and raises the first one itself.
+            for future in futures:
+                future.cancel()
+            return None
+        except Exception as exc:  # the pool broke (a worker killed) or cannot run parts
+            _log.warning("mirror workers stopped, the driver prepares batches alone: %r", exc)
             self.close()
             return None
-        except Exception:
-            return None  # the driver prepares the batch, raising the first error itself
         return PreparedBatch(
             events=fresh.num_rows,
             rows_read=sum(part.rows_read for part in prepared),
@@ -105,7 +113,8 @@ class MirrorWorkers:
         )
 
     def close(self) -> None:
-        """Stop the worker processes (a later batch starts them again, unless broken)."""
+        """Stop the worker processes for good (later batches are prepared by the driver)."""
+        self._stopped = True
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
@@ -149,7 +158,9 @@ def split_by_document(events: pa.Table, parts: int) -> list[pa.Table] | None:
 
 def _exit_with_parent(parent: int) -> None:
     """In a worker: exit when the driver is gone (a SIGKILLed ingest must leave no process
-    behind; the pool's queue never reports EOF to a worker, which holds both its ends)."""
+    behind; the pool's queue never reports EOF to a worker, which holds both its ends), and
+    leave Ctrl-C to the driver, which stops the workers through :meth:`MirrorWorkers.close`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -13,7 +13,13 @@
  * when not a subtype-4 binary. Anything else unusual (a document field of another type, a
  * Decimal128 or "$ref" inside a document, invalid UTF-8, malformed bytes) returns None for the
  * whole event: the Python reader, the reference, takes it. Both are held to the same rows by
- * tests/spark/test_rows.py.
+ * tests/spark/test_rows.py and tests/spark/test_event_fields.py.
+ *
+ * One leniency, on purpose: the walk frames every field but validates only those it returns,
+ * where RawBSONDocument decodes the whole top level. A field it skips holding invalid UTF-8,
+ * a bool byte above 1 or a malformed code-with-scope makes the Python reader raise but not
+ * this one. The events come from the project's own writer (transform/raw), which copies
+ * them from the oplog entries it was given; this walk does not check those bytes again.
  */
 #include "_ejson.h"
 
@@ -161,6 +167,10 @@ static PyObject *uuid_text(const unsigned char *raw, Span s) {
 /* The scalar fields (clusterTime, wallTime, collectionUUID, txnNumber) into items. */
 static int scalars(const unsigned char *raw, const Span *f, PyObject **items) {
     Span t = f[CLUSTER_TIME], w = f[WALL_TIME], u = f[COLLECTION_UUID], n = f[TXN_NUMBER];
+    int uuid = u.kind == 0x05 && raw[u.pos + 4] == 4;
+    /* What sends the event to Python first, so that no value is made for nothing. */
+    if (uuid && i32(raw + u.pos) != 16) return FALLBACK; /* as_uuid() refuses it: Python says so */
+    if (n.kind != 0x10 && n.kind != 0x12 && !absent(n)) return FALLBACK;
     if (t.kind == 0x11) {
         uint64_t v = u64(raw + t.pos); /* increment, then time */
         items[1] = PyLong_FromUnsignedLong((unsigned long)(v >> 32));
@@ -172,26 +182,16 @@ static int scalars(const unsigned char *raw, const Span *f, PyObject **items) {
     items[3] = w.kind == 0x09 && ms >= MIN_DATETIME_MS && ms <= MAX_DATETIME_MS
                    ? PyLong_FromLongLong(ms)
                    : Py_NewRef(Py_None);
-    if (u.kind == 0x05 && raw[u.pos + 4] == 4) {
-        if (i32(raw + u.pos) != 16) return FALLBACK; /* as_uuid() refuses it: Python says so */
-        items[6] = uuid_text(raw, u);
-    } else {
-        items[6] = Py_NewRef(Py_None);
-    }
-    if (n.kind == 0x10) {
-        items[13] = PyLong_FromLong(i32(raw + n.pos));
-    } else if (n.kind == 0x12) {
-        items[13] = PyLong_FromLongLong((int64_t)u64(raw + n.pos));
-    } else if (absent(n)) {
-        items[13] = Py_NewRef(Py_None);
-    } else {
-        return FALLBACK;
-    }
+    items[6] = uuid ? uuid_text(raw, u) : Py_NewRef(Py_None);
+    items[13] = n.kind == 0x10   ? PyLong_FromLong(i32(raw + n.pos))
+                : n.kind == 0x12 ? PyLong_FromLongLong((int64_t)u64(raw + n.pos))
+                                 : Py_NewRef(Py_None);
     return items[1] && items[2] && items[3] && items[6] && items[13] ? 0 : -1;
 }
 
 static int fill(const unsigned char *raw, Py_ssize_t len, int relaxed, PyObject **items) {
     Span f[FIELDS], ns[2] = {{0, 0, 0}, {0, 0, 0}};
+    if (len < 5 || i32(raw) != len) return FALLBACK; /* one whole document, nothing after it */
     int rc = find_fields(raw, len, 0, FIELD_NAMES, FIELDS, f);
     if (rc) return rc;
     if (f[NS].kind == 0x03 && (rc = find_fields(raw, len, f[NS].pos, NS_NAMES, 2, ns))) return rc;
