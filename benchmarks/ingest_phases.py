@@ -8,7 +8,7 @@ writes the benchmark corpus (4 BSON files, ObjectId keys, PER_SHARD entries each
 ``run_ingest`` on it with ``maxEventsPerTrigger`` BATCH, timing in every ``foreachBatch``
 ``DataFrame.toArrow()`` (Spark runs the source's tasks and ships the rows) and the sink's
 ``write_batch`` (change log and mirror; MIRROR_WORKERS as ``--mirror-workers``,
-default 2).  The rest of the wall time is Spark's: the query's
+default 0).  The rest of the wall time is Spark's: the query's
 start, the driver's planning (in the source runner's own process), offset and commit logs.
 """
 

@@ -297,7 +297,7 @@ def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any
         "partitionMode": mode,
         "maxEventsPerTrigger": str(batch),
     }
-    root = work / f"lake-{master[6]}-{mode}"
+    root = Path(tempfile.mkdtemp(prefix=f"lake-{master[6]}-{mode}-", dir=work))  # fresh per run
     progress = _RecordingProgress()
     started = time.perf_counter()
     settings = IngestSettings(
@@ -305,7 +305,7 @@ def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any
         source_options=options,
         bounded=True,
         optimize_every=0,
-        mirror_workers=DEFAULT_MIRROR_WORKERS,  # as shardstream ingest runs
+        mirror_workers=DEFAULT_MIRROR_WORKERS,  # as shardstream ingest runs by default
     )
     run_ingest(spark, settings, progress)
     wall = time.perf_counter() - started

@@ -84,8 +84,8 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         type=int,
         default=DEFAULT_MIRROR_WORKERS,
         metavar="N",
-        help="processes preparing a large batch's mirror, a share of its documents each, "
-        f"while the executors wait (default {DEFAULT_MIRROR_WORKERS}; 0: the driver alone)",
+        help="processes preparing a batch's mirror, a share of its documents each, for "
+        f"batches of 4,000 events or more (default {DEFAULT_MIRROR_WORKERS}: the driver alone)",
     )
     ingest.add_argument("--checkpoint", metavar="DIR", help="default: PATH/_checkpoint")
     ingest.add_argument("--master", default="local[*]", help="Spark master (default local[*])")

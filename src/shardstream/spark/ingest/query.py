@@ -31,7 +31,7 @@ from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
 from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
-from shardstream.spark.ingest import DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
@@ -59,9 +59,8 @@ class IngestSettings:
         strict: the mirror refuses updates of documents it never held.
         optimize_every: compact and checkpoint both tables every this many batches (0: never).
         mirror_workers: processes preparing a large batch's mirror, a part of its documents
-            each (0 or 1: the driver alone; ``shardstream ingest`` uses
-            ``DEFAULT_MIRROR_WORKERS``). Workers are spawned: a driver script must keep its
-            work under ``if __name__ == "__main__":``.
+            each (0 or 1: the driver alone). Workers are spawned: a driver script must keep
+            its work under ``if __name__ == "__main__":``.
         snapshot: load the live source's documents as of T0 into both tables first (once),
             then stream from T0; needs a ``uri`` and no start option.
         crash_at_for_test: SIGKILL the process at this point of this batch (kill tests).
@@ -77,7 +76,7 @@ class IngestSettings:
     trigger_interval: str = "1 second"
     strict: bool = True
     optimize_every: int = DEFAULT_OPTIMIZE_EVERY
-    mirror_workers: int = 0
+    mirror_workers: int = DEFAULT_MIRROR_WORKERS
     snapshot: bool = False
     crash_at_for_test: tuple[CrashPoint, int] | None = None
 
