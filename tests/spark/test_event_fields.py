@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardstream.spark.source.encoded_rows import python_event_fields
+from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS, python_event_fields
 from tests.transform.test_raw_extended_json import (
     LEAVES,
     VALUES,
@@ -63,18 +63,7 @@ FIELDS: dict[str, st.SearchStrategy[Element]] = {
     "ns": _field(_namespace()),
     "collectionUUID": _field(UUIDS),
     "txnNumber": _field(INTEGERS),
-    **{
-        name: _field(SUBDOCUMENTS)
-        for name in (
-            "documentKey",
-            "fullDocument",
-            "updateDescription",
-            "fullDocumentBeforeChange",
-            "to",
-            "operationDescription",
-            "lsid",
-        )
-    },
+    **{name: _field(SUBDOCUMENTS) for name in (*DOCUMENT_COLUMNS, "lsid")},
 }
 
 EVENTS = st.builds(

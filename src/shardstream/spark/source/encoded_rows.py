@@ -23,6 +23,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.extended_json import bson_to_json
 
 try:
@@ -53,16 +54,20 @@ def encoded_event_values(event: EncodedEvent, *, relaxed: bool) -> tuple[Any, ..
     if fields[1] is None:  # clusterTime is not a Timestamp: the token's
         time = event.token_data.cluster_time
         fields = (fields[0], time.time, time.inc, *fields[3:])
-    type_bits = event.token.type_bits
     raw_update = event.raw_update
     return (
-        event.token.data,
-        None if type_bits is None else type_bits.hex().upper(),
+        *token_columns(event),
         *fields,
         event.shard,
         _bytes_of(raw_update) if isinstance(raw_update, RawBSONDocument) else None,
         event.fragment_of,
     )
+
+
+def token_columns(event: ChangeEvent) -> tuple[str, str | None]:
+    """``_id`` (the token's ``_data``) and ``_idTypeBits`` (its ``_typeBits`` as hex, if any)."""
+    type_bits = event.token.type_bits
+    return event.token.data, None if type_bits is None else type_bits.hex().upper()
 
 
 def python_event_fields(raw: bytes, *, relaxed: bool) -> tuple[Any, ...]:

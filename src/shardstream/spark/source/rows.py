@@ -34,6 +34,7 @@ from shardstream.spark.source.encoded_rows import (
     ONE_MS,
     encoded_event_values,
     millis,
+    token_columns,
 )
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.event_writer import encode_event_document
@@ -119,11 +120,9 @@ def event_values(event: ChangeEvent, *, relaxed: bool = False) -> tuple[Any, ...
     ns = document.get("ns")
     uuid = document.get("collectionUUID")
     txn_number = document.get("txnNumber")
-    type_bits = event.token.type_bits
     raw_update = event.raw_update
     return (
-        event.token.data,
-        None if type_bits is None else type_bits.hex().upper(),
+        *token_columns(event),
         event.operation_type,
         cluster_time.time,
         cluster_time.inc,
