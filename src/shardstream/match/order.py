@@ -6,13 +6,9 @@ of different type brackets order by bracket, values of one bracket by their cont
 
 from __future__ import annotations
 
-import calendar
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any, cast
-
-from bson.datetime_ms import DatetimeMS
 
 from shardstream.match.values import (
     as_document,
@@ -21,6 +17,7 @@ from shardstream.match.values import (
     number_value,
     regex_source,
 )
+from shardstream.resume_token.bson_values import date_millis
 
 
 def compare(left: Any, right: Any) -> int:
@@ -62,7 +59,7 @@ def _sort_key(bracket: int, value: Any) -> Any:
     if bracket == 40:
         return int(value)
     if bracket == 45:
-        return _millis(value)
+        return date_millis(value)
     if bracket == 47:
         return (value.time, value.inc)
     if bracket == 50:
@@ -94,15 +91,6 @@ def _compare_fields(left: Iterable[tuple[str, Any]], right: Iterable[tuple[str, 
 
 def _fields(value: Any) -> Iterable[tuple[str, Any]]:
     return cast("Mapping[str, Any]", as_document(value, arrays=True)).items()
-
-
-def _millis(value: datetime | DatetimeMS) -> int:
-    if isinstance(value, DatetimeMS):
-        return int(value)
-    offset = value.utcoffset()  # naive datetimes are UTC, as pymongo encodes them
-    if offset is not None:
-        value = value - offset
-    return calendar.timegm(value.timetuple()) * 1000 + value.microsecond // 1000
 
 
 def _sign(left: Any, right: Any) -> int:

@@ -8,6 +8,7 @@ BSON type they were.
 
 from __future__ import annotations
 
+import calendar
 import datetime
 from dataclasses import dataclass
 from typing import Final
@@ -56,6 +57,17 @@ class DBPointer:
 
 _EPOCH_UTC: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _EPOCH_NAIVE: Final = datetime.datetime(1970, 1, 1)
+
+
+def date_millis(value: datetime.datetime | DatetimeMS) -> int:
+    """A BSON date's milliseconds since the epoch, as pymongo encodes the value (a naive
+    datetime is UTC; sub-millisecond digits are dropped toward the past)."""
+    if isinstance(value, DatetimeMS):
+        return int(value)
+    offset = value.utcoffset()
+    if offset is not None:
+        value = value - offset
+    return calendar.timegm(value.timetuple()) * 1000 + value.microsecond // 1000
 
 
 def millis_to_date(millis: int, *, aware: bool = True) -> datetime.datetime | DatetimeMS:

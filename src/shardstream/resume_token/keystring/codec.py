@@ -11,7 +11,6 @@ Complexity: O(n) in the encoded size, for both directions.
 
 from __future__ import annotations
 
-import calendar
 import datetime
 import re
 import uuid
@@ -37,6 +36,7 @@ from shardstream.resume_token.bson_values import (
     DBPointer,
     Symbol,
     _UndefinedType,
+    date_millis,
     millis_to_date,
 )
 from shardstream.resume_token.keystring import ctype
@@ -136,7 +136,7 @@ def _append_rare(out: bytearray, bits: TypeBitsWriter, value: Any, depth: int) -
     elif isinstance(value, Decimal128):
         encode_decimal128(value, out, bits)
     elif isinstance(value, datetime.datetime | DatetimeMS):
-        append_date(out, _date_millis(value))
+        append_date(out, date_millis(value))
     elif isinstance(value, Code):
         if value.scope is None:
             out.append(ctype.CODE)
@@ -244,15 +244,6 @@ def _regex_flag_letters(flags: int) -> str:
         (re.VERBOSE, "x"),
     )
     return "".join(letter for flag, letter in letters if flags & flag)
-
-
-def _date_millis(value: datetime.datetime | DatetimeMS) -> int:
-    if isinstance(value, DatetimeMS):
-        return int(value)
-    if value.utcoffset() is not None:
-        value = value - value.utcoffset()  # type: ignore[operator]
-    seconds = calendar.timegm(value.timetuple())
-    return seconds * 1000 + value.microsecond // 1000
 
 
 def _decode_value(reader: ByteReader, bits: TypeBitsReader, depth: int = 0) -> Any:

@@ -26,6 +26,7 @@ from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERA
 
 _DELETE_OPERATION: Final = "delete"
 _KEYED: Final = (*SET_OPERATIONS, _DELETE_OPERATION)
+_DOCUMENT_OPERATIONS: Final = frozenset({*_KEYED, "update"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -43,23 +44,25 @@ class PlainSplit:
     events: pa.Table
 
 
-def split_plain(events: pa.Table) -> PlainSplit:
-    """Split ``events`` (token order, the mirror's event columns) by document.
-
-    Raises:
-        SinkError: a fragment of a split event, or a documentKey that is not Extended JSON
-            with an ``_id``.
-    """
+def applies_whole(events: pa.Table) -> bool:
+    """Whether a batch must be applied whole, in Python: a drop, rename or dropDatabase acts
+    across documents, and a fragment of a split event is refused there."""
     operations = events["operationType"]
     namespace_events = pc.is_in(operations, pa.array(sorted(NAMESPACE_OPERATIONS)))
-    if not events.num_rows or pc.any(namespace_events).as_py() or _has_fragment(events):
-        return PlainSplit(None, events)  # whole, in Python (which refuses fragments)
-    keyed = pc.is_in(operations, pa.array(_KEYED)).to_pylist()
-    kinds = operations.to_pylist()
-    dbs, colls = events["db"].to_pylist(), events["coll"].to_pylist()
+    return bool(pc.any(namespace_events).as_py()) or _has_fragment(events)
+
+
+def document_ids(events: pa.Table) -> list[str | None]:
+    """Each event's document ``_id`` (``mirror_keys.document_id``); None for an event that
+    touches no document.
+
+    Raises:
+        SinkError: a document event whose documentKey is not Extended JSON with an ``_id``.
+    """
+    kinds = events["operationType"].to_pylist()
     ids: list[str | None] = []
     for index, key_text in enumerate(events["documentKey"].to_pylist()):
-        if not (keyed[index] or kinds[index] == "update"):
+        if kinds[index] not in _DOCUMENT_OPERATIONS:
             ids.append(None)
         elif not isinstance(key_text, str):
             raise SinkError(
@@ -68,6 +71,23 @@ def split_plain(events: pa.Table) -> PlainSplit:
             )
         else:
             ids.append(document_id(key_text))
+    return ids
+
+
+def split_plain(events: pa.Table) -> PlainSplit:
+    """Split ``events`` (token order, the mirror's event columns) by document.
+
+    Raises:
+        SinkError: a fragment of a split event, or a documentKey that is not Extended JSON
+            with an ``_id``.
+    """
+    if not events.num_rows or applies_whole(events):
+        return PlainSplit(None, events)  # whole, in Python (which refuses fragments)
+    operations = events["operationType"]
+    keyed = pc.is_in(operations, pa.array(_KEYED)).to_pylist()
+    kinds = operations.to_pylist()
+    dbs, colls = events["db"].to_pylist(), events["coll"].to_pylist()
+    ids = document_ids(events)
     updated = {(dbs[i], colls[i], ids[i]) for i, kind in enumerate(kinds) if kind == "update"}
     last: dict[tuple[object, object, str], int] = {}
     python: list[bool] = []

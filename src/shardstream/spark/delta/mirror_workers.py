@@ -38,14 +38,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardstream.errors import ShardstreamError
-from shardstream.spark.delta.mirror_keys import document_id
+from shardstream.spark.delta.mirror_plain import applies_whole, document_ids
 from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, PreparedBatch, prepare_events
-from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERATIONS
 
 # Below this many events a batch is prepared in the driver: a part's round trip (Arrow IPC
 # both ways, its own table load and keyed read) costs tens of milliseconds.
 DEFAULT_MIN_EVENTS: Final = 4_000
-_DOCUMENT_OPERATIONS: Final = frozenset({*SET_OPERATIONS, "update", "delete"})
 _PARENT_POLL_SECONDS: Final = 0.5
 _log = logging.getLogger(__name__)
 
@@ -90,11 +88,11 @@ class MirrorWorkers:
         if parts is None:
             return None
         path, strict, read_end = str(self.path), self.strict, self.snapshot_read_end
-        futures: list[Future[tuple[int, int, bytes, int]]] = []
+        futures: list[Future[PreparedBatch]] = []
         try:
             pool = self._started()
-            futures += [pool.submit(_prepare_part, path, _ipc(p), strict, read_end) for p in parts]
-            prepared = [_read_part(future.result()) for future in futures]
+            futures += [pool.submit(_prepare_part, path, p, strict, read_end) for p in parts]
+            prepared = [future.result() for future in futures]
         except ShardstreamError:
             # A bad event: the driver prepares the batch and raises the first one itself.
             for future in futures:
@@ -135,23 +133,13 @@ def split_by_document(events: pa.Table, parts: int) -> list[pa.Table] | None:
     token order; events that touch no document go to the first part.  None when the batch
     must be applied whole: a namespace event, a fragment, or a row the driver must refuse.
     """
-    operations = events["operationType"]
-    if pc.any(pc.is_in(operations, pa.array(sorted(NAMESPACE_OPERATIONS)))).as_py():
+    if applies_whole(events):
         return None
-    if events["_fragment"].null_count < events.num_rows:
+    try:
+        ids = document_ids(events)
+    except ShardstreamError:
         return None
-    keys = events["documentKey"].to_pylist()
-    which: list[int] = []
-    for operation, key in zip(operations.to_pylist(), keys, strict=True):
-        if operation not in _DOCUMENT_OPERATIONS:
-            which.append(0)
-        elif not isinstance(key, str):
-            return None
-        else:
-            try:
-                which.append(zlib.crc32(document_id(key).encode()) % parts)
-            except ShardstreamError:
-                return None
+    which = [0 if i is None else zlib.crc32(i.encode()) % parts for i in ids]
     part_of = pa.array(which, pa.int32())
     return [events.filter(pc.equal(part_of, part)) for part in range(parts)]
 
@@ -170,28 +158,8 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="shardstream-parent-watch", daemon=True).start()
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue())
-
-
-def _from_ipc(data: bytes) -> pa.Table:
-    with pa.ipc.open_stream(data) as reader:
-        return reader.read_all()
-
-
 def _prepare_part(
-    path: str, events: bytes, strict: bool, snapshot_read_end: tuple[int, int] | None
-) -> tuple[int, int, bytes, int]:
-    """In a worker: one part prepared; (events, rows read, MERGE source as IPC, unknown)."""
-    prepared = prepare_events(
-        Path(path), _from_ipc(events), strict=strict, snapshot_read_end=snapshot_read_end
-    )
-    return (prepared.events, prepared.rows_read, _ipc(prepared.source), prepared.unknown_updates)
-
-
-def _read_part(result: tuple[int, int, bytes, int]) -> PreparedBatch:
-    events, rows_read, source, unknown = result
-    return PreparedBatch(events, rows_read, _from_ipc(source), unknown)
+    path: str, events: pa.Table, strict: bool, snapshot_read_end: tuple[int, int] | None
+) -> PreparedBatch:
+    """In a worker: one part prepared (tables travel pickled, as Arrow buffers)."""
+    return prepare_events(Path(path), events, strict=strict, snapshot_read_end=snapshot_read_end)

@@ -23,6 +23,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.resume_token.bson_values import date_millis
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.raw.extended_json import bson_to_json
 
@@ -41,9 +42,6 @@ DOCUMENT_COLUMNS: Final = (
     "to",
     "operationDescription",
 )
-
-EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-ONE_MS: Final = datetime.timedelta(milliseconds=1)
 
 
 def encoded_event_values(event: EncodedEvent, *, relaxed: bool) -> tuple[Any, ...]:
@@ -122,5 +120,4 @@ def millis(value: Any) -> int | None:
     """A decoded ``wallTime`` as ms since the epoch (the column's value before Arrow)."""
     if not isinstance(value, datetime.datetime):
         return None  # absent, or out of datetime's range (kept exact in the token)
-    aware = value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-    return (aware - EPOCH) // ONE_MS
+    return date_millis(value)

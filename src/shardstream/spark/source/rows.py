@@ -21,17 +21,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from bson import json_util
 from bson.json_util import JSONOptions
 from bson.timestamp import Timestamp
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
+from shardstream.resume_token.bson_values import millis_to_date
 from shardstream.resume_token.token_json import JSON_OPTIONS as CANONICAL
 from shardstream.spark.source.encoded_rows import (
     DOCUMENT_COLUMNS,
-    EPOCH,
-    ONE_MS,
     encoded_event_values,
     millis,
     token_columns,
@@ -145,7 +143,7 @@ def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]
     row = dict(zip(VALUE_NAMES, values, strict=True))
     row["clusterTime"] = {"t": row.pop("clusterTime.t"), "i": row.pop("clusterTime.i")}
     wall_ms = values[_AT["wallTime"]]
-    row["wallTime"] = None if wall_ms is None else EPOCH + wall_ms * ONE_MS
+    row["wallTime"] = None if wall_ms is None else millis_to_date(wall_ms)
     return {field.name: row[field.name] for field in EVENT_SCHEMA}
 
 
@@ -164,8 +162,8 @@ def events_to_batch(events: Iterable[ChangeEvent], *, relaxed: bool = False) -> 
             times = [pa.array(values[_AT[f"clusterTime.{part}"]], pa.int64()) for part in "ti"]
             columns.append(pa.StructArray.from_arrays(times, fields=list(CLUSTER_TIME_TYPE)))
         elif name == "wallTime":
-            ms = pa.array(values[_AT[name]], pa.int64())
-            columns.append(pc.multiply(ms, 1000).cast(_WALL_TIME_TYPE))
+            ms = pa.array(values[_AT[name]], pa.timestamp("ms", tz="UTC"))
+            columns.append(ms.cast(_WALL_TIME_TYPE))
         else:
             columns.append(pa.array(values[_AT[name]], type=field.type))
     return pa.RecordBatch.from_arrays(columns, schema=EVENT_SCHEMA)

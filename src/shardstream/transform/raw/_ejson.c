@@ -33,8 +33,6 @@ static int put(Out *o, const char *s, Py_ssize_t n) {
 
 #define PUT(o, lit) put((o), (lit), (Py_ssize_t)(sizeof(lit) - 1))
 
-static const char HEX[] = "0123456789abcdef";
-
 /* One code point as json.dumps(ensure_ascii=True) escapes it. */
 static int put_char(Out *o, Py_UCS4 c) {
     char esc[12];

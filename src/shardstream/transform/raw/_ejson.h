@@ -15,6 +15,8 @@ typedef struct {
     Py_ssize_t len, cap;
 } Out;
 
+static const char HEX[] = "0123456789abcdef"; /* lower case, as Python writes \\u escapes and ids */
+
 static inline int32_t i32(const unsigned char *p) {
     return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
                      ((uint32_t)p[3] << 24));

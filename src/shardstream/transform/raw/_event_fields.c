@@ -154,12 +154,11 @@ static int json(const unsigned char *raw, Py_ssize_t len, Span s, int relaxed, P
 }
 
 static PyObject *uuid_text(const unsigned char *raw, Span s) {
-    static const char hex[] = "0123456789abcdef";
     char text[36];
     const unsigned char *b = raw + s.pos + 5;
     for (int i = 0, w = 0; i < 16; i++) {
         if (i == 4 || i == 6 || i == 8 || i == 10) text[w++] = '-';
-        text[w++] = hex[b[i] >> 4], text[w++] = hex[b[i] & 15];
+        text[w++] = HEX[b[i] >> 4], text[w++] = HEX[b[i] & 15];
     }
     return PyUnicode_DecodeASCII(text, 36, "strict");
 }
