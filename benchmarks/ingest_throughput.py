@@ -106,26 +106,22 @@ def main() -> None:
 
 
 def _ingest_in_new_process(work: Path, master: str, mode: str, batch: int) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        "-m",
-        "benchmarks.ingest_throughput",
-        "--batch",
-        str(batch),
-        "--one",
-        str(work),
-        master,
-        mode,
-    ]
+    args = ["--batch", str(batch), "--one", str(work), master, mode]
+    return spark_child_json("benchmarks.ingest_throughput", args)
+
+
+def spark_child_json(module: str, args: list[str]) -> dict[str, Any]:
+    """Run ``python -m module args`` in a fresh process set up for local Spark; its stdout
+    is one JSON object."""
     env = {
         **os.environ,
         "TZ": "UTC",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
     }
-    result: dict[str, Any] = json.loads(
-        subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-    )
+    command = [sys.executable, "-m", module, *args]
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 
@@ -150,8 +146,8 @@ def _marginal(per_shard: int, batch: int, repeat: int) -> None:
     )
     sinks_alone((works[1] / "oplog-option").read_text(), batch, works[1] / "sinks-alone")
     print()
-    replays = [_replay_seconds(work) for work in works]
-    events = [_count_events(work) for work in works]
+    replays = [replay_seconds(work) for work in works]
+    events = [count_events(work) for work in works]
     replay_rate = (events[1] - events[0]) / (replays[1] - replays[0])
     print(
         f"replay --output-format bson --workers 2: {events[0]:,} events {replays[0]:.2f} s, "
@@ -180,7 +176,7 @@ def _marginal(per_shard: int, batch: int, repeat: int) -> None:
         )
 
 
-def _replay_seconds(work: Path) -> float:
+def replay_seconds(work: Path) -> float:
     """The median wall time of five ``replay --output-format bson --workers 2`` runs."""
     return statistics.median(_one_replay(work) for _ in range(5))
 
@@ -195,7 +191,7 @@ def _one_replay(work: Path) -> float:
     return time.perf_counter() - started
 
 
-def _count_events(work: Path) -> int:
+def count_events(work: Path) -> int:
     sources = {
         name: FileOplogSource(name, path, raw_entries=True)
         for name, path in (

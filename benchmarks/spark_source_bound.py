@@ -17,8 +17,6 @@ this rate: it is the rate of everything but the sink.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import corpus_files
-from benchmarks.ingest_throughput import SHARDS, _count_events, _replay_seconds
+from benchmarks.ingest_throughput import SHARDS, count_events, replay_seconds, spark_child_json
 from benchmarks.timing import machine_line
 
 CONFIGS = [
@@ -48,8 +46,8 @@ def main(argv: list[str]) -> None:
         work = Path(tempfile.mkdtemp(prefix=f"shardstream-bound-{size}-"))
         (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
         works.append(work)
-    events = [_count_events(work) for work in works]
-    replays = [_replay_seconds(work) for work in works]
+    events = [count_events(work) for work in works]
+    replays = [replay_seconds(work) for work in works]
     replay_rate = (events[1] - events[0]) / (replays[1] - replays[0])
     print(machine_line())
     print(
@@ -71,18 +69,9 @@ def main(argv: list[str]) -> None:
 
 
 def _in_new_process(work: Path, master: str, mode: str, batch: str) -> dict[str, Any]:
-    command = [sys.executable, "-m", "benchmarks.spark_source_bound", "--one", str(work)]
-    env = {
-        **os.environ,
-        "TZ": "UTC",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    done = subprocess.run(
-        [*command, master, mode, batch], env=env, check=True, capture_output=True, text=True
+    return spark_child_json(
+        "benchmarks.spark_source_bound", ["--one", str(work), master, mode, batch]
     )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,9 @@ import shardstream
 from shardstream.bench.emulated import (
     BENCH_NAMESPACE,
     ClusterClock,
+    ClusterWriters,
     insert_entry,
     preloaded_cluster,
-    write_loop,
 )
 from shardstream.cli.main import main
 from shardstream.emulator import EmulatedCluster
@@ -43,15 +42,9 @@ CLOCK = ClusterClock()  # one for every writer: each shard's ts must increase
 def cluster() -> Iterator[EmulatedCluster]:
     """Two shards, the emulator's own writer inserting into the bench namespace."""
     with EmulatedCluster(shards=2) as running:
-        stop = threading.Event()
-        options = {"ns": BENCH_NAMESPACE, "store": True}
-        writer = threading.Thread(
-            target=write_loop, args=(running.shards, RATE, CLOCK, stop), kwargs=options
-        )
-        writer.start()
+        writers = ClusterWriters(CLOCK, running.shards, RATE, (), 0, ns=BENCH_NAMESPACE, store=True)
         yield running
-        stop.set()
-        writer.join()
+        writers.stop()
 
 
 def _bench(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:

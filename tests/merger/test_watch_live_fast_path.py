@@ -27,6 +27,7 @@ from shardstream.errors import ChangeStreamHistoryLost
 from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from tests import factories as make
+from tests.oplog.live_helpers import append_committed
 from tests.paths import assert_same_steps, drain
 from tests.transform.raw_corpus import generate_entries
 
@@ -53,19 +54,13 @@ def _extras(shard: int) -> list[dict[str, Any]]:
     return [make.command(T[7], "shop", {"create": "fresh"})]
 
 
-def _load(cluster: EmulatedCluster, shard: str, entries: list[dict[str, Any]]) -> None:
-    for entry in entries:
-        cluster.shard(shard).append(entry)
-    cluster.shard(shard).set_majority(entries[-1]["ts"])
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmulatedCluster]:
     """Three shards: corpus, extras, then one no-op at END (so the gate passes the rest)."""
     with EmulatedCluster(shards=3) as running:
         for n, shard in enumerate(running.shards):
             entries = [make.noop(START), *generate_entries(300, seed=n), *_extras(n)]
-            _load(running, shard.name, [*entries, make.noop(END)])
+            append_committed(running.shard(shard.name), [*entries, make.noop(END)])
         yield running
 
 
@@ -120,7 +115,9 @@ def test_an_invalidate_ends_both_streams_alike() -> None:
         for n, shard in enumerate(cluster.shards):
             entries = [make.noop(START), *generate_entries(60, seed=n)]
             entries.append(make.command(T[8], "shop", {"dropDatabase": 1}))
-            _load(cluster, shard.name, [*entries, make.insert(T[9], {"_id": n}, ns="shop.a")])
+            append_committed(
+                cluster.shard(shard.name), [*entries, make.insert(T[9], {"_id": n}, ns="shop.a")]
+            )
             cluster.shard(shard.name).append(make.noop(END))
             cluster.shard(shard.name).set_majority(END)
         fast = _read(cluster.uri, fast_path=True, db="shop")
@@ -132,13 +129,17 @@ def test_an_invalidate_ends_both_streams_alike() -> None:
 def test_a_shard_added_mid_stream_agrees() -> None:
     with EmulatedCluster(shards=2) as cluster:
         for n, shard in enumerate(cluster.shards):
-            _load(cluster, shard.name, [make.noop(START), *generate_entries(80, seed=n)])
+            append_committed(
+                cluster.shard(shard.name), [make.noop(START), *generate_entries(80, seed=n)]
+            )
         added = cluster.add_shard("shard02", ts=T[0])
         added.append(make.insert(START, {"_id": "before-add"}, ns="shop.orders"))
-        _load(cluster, "shard02", [*generate_entries(80, seed=7)][-30:])
-        _load(cluster, "shard02", [make.insert(T[3], {"_id": OID}, ns="shop.orders")])
+        append_committed(cluster.shard("shard02"), [*generate_entries(80, seed=7)][-30:])
+        append_committed(
+            cluster.shard("shard02"), [make.insert(T[3], {"_id": OID}, ns="shop.orders")]
+        )
         for shard in cluster.shards:
-            _load(cluster, shard.name, [make.noop(END)])
+            append_committed(cluster.shard(shard.name), [make.noop(END)])
         fast = _read(cluster.uri, fast_path=True)
         reference = _read(cluster.uri, fast_path=False)
     assert_same_steps(fast, reference)
@@ -149,8 +150,8 @@ def test_history_lost_is_the_same_error() -> None:
     with EmulatedCluster(shards=2) as cluster:
         # Only shard00's oplog begins after the start: with both, either shard's tailer may
         # report first, and the two runs could name different shards.
-        _load(cluster, "shard00", [make.noop(T[0]), make.noop(END)])
-        _load(cluster, "shard01", [make.noop(START), make.noop(END)])
+        append_committed(cluster.shard("shard00"), [make.noop(T[0]), make.noop(END)])
+        append_committed(cluster.shard("shard01"), [make.noop(START), make.noop(END)])
         errors = []
         for fast_path in (True, False):
             with pytest.raises(ChangeStreamHistoryLost) as caught:

@@ -19,15 +19,10 @@ from shardstream.emulator import EmulatedCluster, ErrorReply
 from shardstream.errors import ChangeStreamHistoryLost, OplogError
 from tests import factories as make
 from tests.merger.stream_helpers import collect
+from tests.oplog.live_helpers import append_committed
 from tests.paths import OnPath
 
 T = [Timestamp(1700000300, i) for i in range(20)]
-
-
-def _write(cluster: EmulatedCluster, shard: str, *entries: dict[str, Any]) -> None:
-    for entry in entries:
-        cluster.shard(shard).append(entry)
-    cluster.shard(shard).set_majority(entries[-1]["ts"])
 
 
 def _keys(events: list[dict[str, Any]]) -> list[Any]:
@@ -36,15 +31,21 @@ def _keys(events: list[dict[str, Any]]) -> list[Any]:
 
 def test_a_shard_added_mid_stream_is_read_from_its_add_time(path: OnPath) -> None:
     with EmulatedCluster(shards=2) as cluster:
-        _write(cluster, "shard00", make.noop(T[1]), make.insert(T[2], {"_id": "a"}))
-        _write(cluster, "shard01", make.noop(T[1]))
+        append_committed(
+            cluster.shard("shard00"), [make.noop(T[1]), make.insert(T[2], {"_id": "a"})]
+        )
+        append_committed(cluster.shard("shard01"), [make.noop(T[1])])
         with path.watch(cluster.uri, start_at_operation_time=T[1], max_await_time_ms=100) as stream:
             # The new replica set already holds an entry from before it joined: not reported.
             added = cluster.add_shard("shard02", ts=T[3])
             added.append(make.insert(T[2], {"_id": "before-add"}))
-            _write(cluster, "shard02", make.insert(T[4], {"_id": "c"}), make.noop(T[6]))
-            _write(cluster, "shard01", make.insert(T[5], {"_id": "b"}), make.noop(T[6]))
-            _write(cluster, "shard00", make.noop(T[6]))
+            append_committed(
+                cluster.shard("shard02"), [make.insert(T[4], {"_id": "c"}), make.noop(T[6])]
+            )
+            append_committed(
+                cluster.shard("shard01"), [make.insert(T[5], {"_id": "b"}), make.noop(T[6])]
+            )
+            append_committed(cluster.shard("shard00"), [make.noop(T[6])])
             events = collect(stream, 3)
             assert _keys(events) == ["a", "c", "b"]
             assert stream.shard_positions()["shard02"] is not None
@@ -53,8 +54,10 @@ def test_a_shard_added_mid_stream_is_read_from_its_add_time(path: OnPath) -> Non
 def test_the_monitor_gates_the_merge_until_the_config_server_moves(path: OnPath) -> None:
     with EmulatedCluster(shards=2) as cluster:
         cluster.config.periodic_noops = False  # an idle config server: its majority stays put
-        _write(cluster, "shard00", make.noop(T[1]), make.insert(T[2], {"_id": "a"}))
-        _write(cluster, "shard01", make.noop(T[1]), make.noop(T[3]))
+        append_committed(
+            cluster.shard("shard00"), [make.noop(T[1]), make.insert(T[2], {"_id": "a"})]
+        )
+        append_committed(cluster.shard("shard01"), [make.noop(T[1]), make.noop(T[3])])
         with path.watch(cluster.uri, start_at_operation_time=T[1], max_await_time_ms=100) as stream:
             deadline = time.monotonic() + 0.5
             while time.monotonic() < deadline:
@@ -65,12 +68,14 @@ def test_the_monitor_gates_the_merge_until_the_config_server_moves(path: OnPath)
 
 def test_a_removed_shard_fails_the_stream_naming_it(path: OnPath) -> None:
     with EmulatedCluster(shards=2) as cluster:
-        _write(cluster, "shard00", make.noop(T[1]), make.insert(T[2], {"_id": "a"}))
-        _write(cluster, "shard01", make.noop(T[1]), make.noop(T[3]))
+        append_committed(
+            cluster.shard("shard00"), [make.noop(T[1]), make.insert(T[2], {"_id": "a"})]
+        )
+        append_committed(cluster.shard("shard01"), [make.noop(T[1]), make.noop(T[3])])
         with path.watch(cluster.uri, start_at_operation_time=T[1], max_await_time_ms=100) as stream:
             assert _keys(collect(stream, 1)) == ["a"]
             removed = cluster.remove_shard("shard01", ts=T[4])
-            _write(cluster, "shard00", make.noop(T[5]))
+            append_committed(cluster.shard("shard00"), [make.noop(T[5])])
             removed.append(make.noop(T[5]))  # a removed shard's mongod runs on
             removed.set_majority(T[5])
             with pytest.raises(ChangeStreamHistoryLost, match="shard 'shard01' was removed"):
@@ -79,8 +84,8 @@ def test_a_removed_shard_fails_the_stream_naming_it(path: OnPath) -> None:
 
 def test_ignore_removed_shards_goes_on_reading(path: OnPath) -> None:
     with EmulatedCluster(shards=2) as cluster:
-        _write(cluster, "shard00", make.noop(T[1]))
-        _write(cluster, "shard01", make.noop(T[1]), make.noop(T[2]))
+        append_committed(cluster.shard("shard00"), [make.noop(T[1])])
+        append_committed(cluster.shard("shard01"), [make.noop(T[1]), make.noop(T[2])])
         with path.watch(
             cluster.uri,
             start_at_operation_time=T[1],
@@ -88,7 +93,9 @@ def test_ignore_removed_shards_goes_on_reading(path: OnPath) -> None:
             ignore_removed_shards=True,
         ) as stream:
             removed = cluster.remove_shard("shard01", ts=T[3])
-            _write(cluster, "shard00", make.insert(T[4], {"_id": "x"}), make.noop(T[6]))
+            append_committed(
+                cluster.shard("shard00"), [make.insert(T[4], {"_id": "x"}), make.noop(T[6])]
+            )
             removed.append(make.insert(T[5], {"_id": "y"}))
             removed.append(make.noop(T[6]))
             removed.set_majority(T[6])
@@ -97,7 +104,7 @@ def test_ignore_removed_shards_goes_on_reading(path: OnPath) -> None:
 
 def test_without_get_shard_map_watch_says_what_to_do(path: OnPath) -> None:
     with EmulatedCluster(shards=1) as cluster:
-        _write(cluster, "shard00", make.noop(T[1]))
+        append_committed(cluster.shard("shard00"), [make.noop(T[1])])
         refused = ErrorReply(13, "Unauthorized", "not authorized on admin to execute command")
         cluster.mongos.faults.add("getshardmap", refused)
         with pytest.raises(OplogError, match="monitor_shards=False"):
@@ -106,13 +113,13 @@ def test_without_get_shard_map_watch_says_what_to_do(path: OnPath) -> None:
         with path.watch(
             cluster.uri, start_at_operation_time=T[1], monitor_shards=False, max_await_time_ms=100
         ) as stream:
-            _write(cluster, "shard00", make.insert(T[2], {"_id": "z"}))
+            append_committed(cluster.shard("shard00"), [make.insert(T[2], {"_id": "z"})])
             assert _keys(collect(stream, 1)) == ["z"]
 
 
 def test_pre_images_of_an_added_shard_come_from_that_shard(path: OnPath) -> None:
     with EmulatedCluster(shards=1) as cluster:
-        _write(cluster, "shard00", make.noop(T[1]))
+        append_committed(cluster.shard("shard00"), [make.noop(T[1])])
         with path.watch(
             cluster.uri,
             start_at_operation_time=T[1],
@@ -123,7 +130,9 @@ def test_pre_images_of_an_added_shard_come_from_that_shard(path: OnPath) -> None
             added.append(make.noop(T[1]))  # a replica set's oplog begins before it joins
             key = {"nsUUID": make.COLLECTION_UUID, "ts": T[4], "applyOpsIndex": Int64(0)}
             added.insert("config.system.preimages", {"_id": key, "preImage": {"_id": 1, "v": 0}})
-            _write(cluster, "shard01", make.update(T[4], 1, {"u": {"v": 1}}), make.noop(T[6]))
-            _write(cluster, "shard00", make.noop(T[6]))
+            append_committed(
+                cluster.shard("shard01"), [make.update(T[4], 1, {"u": {"v": 1}}), make.noop(T[6])]
+            )
+            append_committed(cluster.shard("shard00"), [make.noop(T[6])])
             (event,) = collect(stream, 1)
     assert event["fullDocumentBeforeChange"] == {"_id": 1, "v": 0}

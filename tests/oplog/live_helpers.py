@@ -26,9 +26,14 @@ def load_committed(
 ) -> None:
     """Append each shard's entries and make them all majority-committed."""
     for name, entries in oplogs.items():
-        for entry in entries:
-            cluster.shard(name).append(entry)
-        cluster.shard(name).set_majority(entries[-1]["ts"])
+        append_committed(cluster.shard(name), entries)
+
+
+def append_committed(shard: EmulatedReplicaSet, entries: Sequence[Mapping[str, Any]]) -> None:
+    """Append entries to one shard and majority-commit them (up to the last one)."""
+    for entry in entries:
+        shard.append(entry)
+    shard.set_majority(entries[-1]["ts"])
 
 
 def fill(shard: EmulatedReplicaSet, first: int, last: int, *, commit: bool = True) -> None:

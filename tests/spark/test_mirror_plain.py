@@ -14,13 +14,15 @@ from shardstream.errors import SinkError
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.spark.delta.mirror_plain import split_plain
-from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_SOURCE_SCHEMA, merge_source
+from shardstream.spark.delta.mirror_prepare import (
+    EVENT_COLUMNS,
+    joined_source,
+    merge_source,
+)
 from shardstream.spark.delta.mirror_state import apply_batch
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from tests.spark.lakehouse_checks import event_batches, event_row, merged_events, simulate
-
-_KEY = [(name, "ascending") for name in ("db", "coll", "_documentId")]
 
 
 def _whole(events: pa.Table) -> pa.Table:
@@ -30,10 +32,7 @@ def _whole(events: pa.Table) -> pa.Table:
 
 def _split(events: pa.Table) -> pa.Table:
     split = split_plain(events)
-    source = merge_source(apply_batch(split.events.to_pylist(), [], strict=False).rows)
-    if split.plain is None:
-        return source
-    return pa.concat_tables([source, split.plain.cast(MERGE_SOURCE_SCHEMA)]).sort_by(_KEY)
+    return joined_source(apply_batch(split.events.to_pylist(), [], strict=False), split.plain)
 
 
 def _corpus_events(tmp_path: Path) -> list[ChangeEvent]:

@@ -22,7 +22,7 @@ from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.mirror import DeltaMirror
 from shardstream.spark.delta.mirror_check import mirror_state
 from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS
+from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_KEY_ORDER
 from shardstream.spark.delta.mirror_workers import MirrorWorkers, split_by_document
 from shardstream.spark.delta.sink import LakehouseSink
 from tests.spark.lakehouse_checks import (
@@ -37,16 +37,21 @@ _RESULT = simulate(seed=11, operations=400)
 _EVENTS = merged_events(_RESULT, seed=11)
 
 
+def _every_batch(mirror: DeltaMirror) -> DeltaMirror:
+    if mirror.workers is not None:
+        mirror.workers.min_events = 0  # every batch through the workers, however small
+    return mirror
+
+
 def _sink(root: Path, workers: int) -> LakehouseSink:
     sink = LakehouseSink(root, "app", mirror_workers=workers)
-    if sink.mirror.workers is not None:
-        sink.mirror.workers.min_events = 0  # every batch through the workers, however small
+    _every_batch(sink.mirror)
     return sink
 
 
 def _sorted_mirror(root: Path) -> list[dict[str, object]]:
-    keys = [(name, "ascending") for name in ("db", "coll", "_documentId")]
-    rows: list[dict[str, object]] = DeltaMirror(root).read_all().sort_by(keys).to_pylist()
+    table = DeltaMirror(root).read_all().sort_by(MERGE_KEY_ORDER)
+    rows: list[dict[str, object]] = table.to_pylist()
     return rows
 
 
@@ -79,9 +84,7 @@ def test_a_batch_with_a_namespace_event_is_prepared_whole(tmp_path: Path) -> Non
     ]
     prepared = []
     for workers in (0, 2):
-        mirror = DeltaMirror(tmp_path / f"w{workers}", workers=workers)
-        if mirror.workers is not None:
-            mirror.workers.min_events = 0
+        mirror = _every_batch(DeltaMirror(tmp_path / f"w{workers}", workers=workers))
         inserts = pa.Table.from_pylist(first)
         commit = BatchCommit(app_id="app", batch_id=0, watermark=inserts["_id"][-1].as_py())
         mirror.write(mirror.prepare(inserts), commit)
@@ -114,9 +117,7 @@ def test_a_bad_event_raises_the_drivers_error(
     monkeypatch.setattr(mirror_workers, "split_by_document", counted)
     messages = []
     for workers in (0, 2):
-        mirror = DeltaMirror(tmp_path / f"w{workers}", workers=workers)
-        if mirror.workers is not None:
-            mirror.workers.min_events = 0
+        mirror = _every_batch(DeltaMirror(tmp_path / f"w{workers}", workers=workers))
         with pytest.raises(SinkError, match="expected the mirror to hold") as raised:
             mirror.prepare(events)
         mirror.close()

@@ -113,7 +113,9 @@ def _matches_truth(source: SimulatedSource, target: EmulatedCluster, out: TextIO
         f"{len(truth)} collections, byte for byte): {verdict}",
         file=out,
     )
-    for ns in [] if same else sorted(set(held) | set(truth)):
+    if same:
+        return True
+    for ns in sorted(set(held) | set(truth)):
         found = compare_namespace(ns, ns, truth.get(ns, {}), held.get(ns, {}))
         if found.missing_count or found.extra_count or found.different_count:
             print(
@@ -121,7 +123,7 @@ def _matches_truth(source: SimulatedSource, target: EmulatedCluster, out: TextIO
                 f"{found.different_count} different",
                 file=out,
             )
-    return same
+    return False
 
 
 def _time(ts: Timestamp) -> str:

@@ -126,12 +126,16 @@ def update_of(event: Mapping[str, Any]) -> Any:
     return {name: value for name, value in raw.items() if name != "$v"}
 
 
+def in_transaction(event: Mapping[str, Any]) -> bool:
+    """Whether the event belongs to a transaction (without encoding its lsid)."""
+    return event.get("lsid") is not None and event.get("txnNumber") is not None
+
+
 def transaction_of(event: Mapping[str, Any]) -> tuple[bytes, int] | None:
     """The event's transaction as ``(lsid bytes, txnNumber)``, or None outside one."""
-    lsid, number = event.get("lsid"), event.get("txnNumber")
-    if lsid is None or number is None:
+    if not in_transaction(event):
         return None
-    return bson.encode(dict(lsid)), int(number)
+    return bson.encode(dict(event["lsid"])), int(event["txnNumber"])
 
 
 def _required(event: Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -28,7 +28,13 @@ from typing import Any, Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange, plan_event, transaction_of
+from shardstream.cluster_sync.apply_rules import (
+    CrudWrite,
+    DdlChange,
+    in_transaction,
+    plan_event,
+    transaction_of,
+)
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream
@@ -102,7 +108,7 @@ class BatchReader:
 
     def _read(self) -> PlannedBatch:
         stream = self._stream
-        batch = _BatchBuilder(self._namespaces)
+        batch = _BatchBuilder()
         while batch.events < self._batch_size and not self._halt.is_set():
             event = stream.try_next()
             if event is None:
@@ -112,13 +118,12 @@ class BatchReader:
             time = event.get("clusterTime")
             if self._held and time != self._held_time:  # later: the held time is complete
                 batch.take(*self._release())
-            # What transaction_of() needs, without encoding the lsid for every event.
-            if self._held or (event.get("lsid") is not None and event.get("txnNumber") is not None):
+            if self._held or in_transaction(event):
                 if not self._held:
                     self._held_time = time
                 self._held.append(event)
             else:
-                batch.take([batch.planned(event)], event["_id"])
+                batch.take([_plan(event, self._namespaces)], event["_id"])
         # While events are held, the checkpoint may not pass the first of them.
         token = batch.token if self._held else stream.resume_token
         return PlannedBatch(
@@ -171,16 +176,11 @@ def _plan(event: Mapping[str, Any], namespaces: NamespaceMap) -> Planned:
 class _BatchBuilder:
     """One batch's planned writes, event count, last time and last event token."""
 
-    def __init__(self, namespaces: NamespaceMap) -> None:
-        self.namespaces = namespaces
+    def __init__(self) -> None:
         self.items: list[CrudWrite | DdlChange] = []
         self.events = 0
         self.last_time: Timestamp | None = None
         self.token: Mapping[str, Any] | None = None
-
-    def planned(self, event: Mapping[str, Any]) -> Planned:
-        """``event`` with its write (:func:`plan_event`)."""
-        return _plan(event, self.namespaces)
 
     def take(self, planned: list[Planned], token: Mapping[str, Any]) -> None:
         """Add planned events; ``token`` is the one after all of them (the stream's last)."""

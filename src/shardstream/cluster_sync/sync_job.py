@@ -245,7 +245,7 @@ class SyncJob:
     ) -> tuple[int, Mapping[str, Any] | None]:
         namespaces = self.options.namespaces
         applied = 0
-        saved = [checkpoint.token]  # the last token stored (one cell, set from save())
+        saved = checkpoint.token  # the last token stored
         idle_since = time.monotonic()
         interval = self.options.idle_noop_interval_s
         nudger = None if interval is None else IdleShardNudger(self.options.source, interval)
@@ -259,9 +259,10 @@ class SyncJob:
             def save(at: Mapping[str, Any] | None) -> None:
                 # After a batch and around its DDL events; a batch ending with a DDL event
                 # would otherwise store the same token twice.
-                if at is not None and at != saved[0]:
+                nonlocal saved
+                if at is not None and at != saved:
                     store.save(Checkpoint("stream", checkpoint.t0, at))
-                    saved[0] = at
+                    saved = at
 
             while not self._stopping.is_set():
                 batch = reader.next()
@@ -280,7 +281,7 @@ class SyncJob:
                 elif self._idle_for(idle_since):
                     break
         progress.done()
-        return applied, saved[0]
+        return applied, saved
 
     def _idle_for(self, since: float) -> bool:
         idle = self.options.idle_exit_s

@@ -46,7 +46,7 @@ class EmulatedMongos(EmulatedNode):
             self._commands, lambda: cluster.shards, self.collection_docs, self.cluster_time
         )
         self.sharding = ShardingCatalog(
-            cluster.config.store, lambda: cluster.shards, self.run_command, self.cluster_time
+            cluster.config.store, lambda: cluster.shards, self.dispatch, self.cluster_time
         )
         self.sharding.register(self._commands)
 

@@ -137,6 +137,16 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
         self.commands_seen.append(name)
         self.last_bodies[name] = body
         self.observe_cluster_time(body)
+        return self.dispatch(body)
+
+    def dispatch(self, body: Body) -> Body:
+        """Run ``body``'s handler alone: what a node sends itself (mongos's sharding catalog
+        creating a collection) is neither seen as a client's command nor gossips time.
+
+        Raises:
+            CommandError: CommandNotFound for a command the node does not know.
+        """
+        name = next(iter(body), "").lower()
         handler = self._commands.get(name)
         if handler is None:
             raise CommandError(59, "CommandNotFound", f"no such command: '{name}'")

@@ -24,7 +24,13 @@ from deltalake import QueryBuilder
 from shardstream.spark.delta.commits import open_table
 from shardstream.spark.delta.mirror_keys import RowKey
 from shardstream.spark.delta.mirror_plain import split_plain
-from shardstream.spark.delta.mirror_state import BatchNeeds, MirrorRow, apply_batch, batch_needs
+from shardstream.spark.delta.mirror_state import (
+    BatchNeeds,
+    MirrorChanges,
+    MirrorRow,
+    apply_batch,
+    batch_needs,
+)
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
 MIRROR_SCHEMA: Final = pa.schema(
@@ -91,12 +97,16 @@ def prepare_events(
     rows = split.events.to_pylist()
     stored = load_rows(path, batch_needs(rows))
     changes = apply_batch(rows, stored, strict=strict, snapshot_read_end=snapshot_read_end)
-    source = merge_source(changes.rows)
-    if split.plain is not None and split.plain.num_rows:
-        source = pa.concat_tables([source, split.plain.cast(MERGE_SOURCE_SCHEMA)]).sort_by(
-            MERGE_KEY_ORDER
-        )
+    source = joined_source(changes, split.plain)
     return PreparedBatch(fresh.num_rows, len(stored), source, changes.unknown_updates)
+
+
+def joined_source(changes: MirrorChanges, plain: pa.Table | None) -> pa.Table:
+    """The MERGE's source: the rows applied in Python and the plain ones, sorted by key."""
+    source = merge_source(changes.rows)
+    if plain is None or not plain.num_rows:
+        return source
+    return pa.concat_tables([source, plain.cast(MERGE_SOURCE_SCHEMA)]).sort_by(MERGE_KEY_ORDER)
 
 
 def load_rows(path: Path, needs: BatchNeeds) -> list[MirrorRow]:
