@@ -18,6 +18,14 @@ built before the documents arrive, unique ones after (a duplicate then fails onc
 its key, instead of per batch), all before phase 2.  A collection sharded on the source is
 sharded alike on the target before its documents arrive with ``shard_target``, else
 reported as landing unsharded (:mod:`~shardstream.cluster_sync.shard_target`).
+
+A document already on the target (copied before a restart) is replaced by ``_id`` and shard
+key.  On a sharded target that is not enough when the source changed the document's shard
+key value since: its old copy keeps the old value, so the new version lands in another
+chunk, where the insert succeeds beside it (another shard) or the upsert by the new key
+misses it and hits its ``_id`` (the same shard).  So where the target held documents before
+the copy began, each batch first looks its ``_id``s up on every shard and deletes by ``_id``
+alone the copies whose key value differs.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Final
 
+import bson
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
@@ -40,7 +49,7 @@ from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.copy_ranges import id_ranges
-from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.shard_target import (
     ShardedCollection,
     sharded_collections,
@@ -141,6 +150,14 @@ def copy_collections(
         return [(collection, f) for f in ranges]
 
     copied = [c for c in collections if c.kind == "collection"]
+    keys = {c.ns: _target_shard_key(sharded.get(c.ns), shard_target) for c in copied}
+    # Decided before this run writes anything: only an earlier run's documents (or data
+    # copied into under --on-conflict) can hold an old shard key value.
+    moved = {
+        ns
+        for ns, key in keys.items()
+        if _movable(key) and _holds_documents(target, namespaces.target(*ns))
+    }
     with ThreadPoolExecutor(max(1, readers), thread_name_prefix="shardstream-copy") as pool:
         pieces = [piece for plan in pool.map(split, copied) for piece in plan]
         tasks = [
@@ -158,7 +175,8 @@ def copy_collections(
                     _retried_insert,
                     on_conflict=on_conflict,
                     retry_for_s=retry_for_s,
-                    shard_key=_target_shard_key(sharded.get(c.ns), shard_target),
+                    shard_key=keys[c.ns],
+                    remove_moved=c.ns in moved,
                 ),
                 at,
             )
@@ -211,16 +229,25 @@ def _retried_insert(
     on_conflict: str,
     retry_for_s: float,
     shard_key: tuple[str, ...],
+    remove_moved: bool,
 ) -> None:
-    retrying(partial(_insert, writer, batch, on_conflict, shard_key), retry_for_s)
+    insert = partial(_insert, writer, batch, on_conflict, shard_key, remove_moved)
+    retrying(insert, retry_for_s)
 
 
-def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, Any]:
-    """``_id`` and the shard key's values: mongos refuses an upsert without the whole key.
+def _holds_documents(target: MongoClient[Any], ns: Namespace) -> bool:
+    return target[ns[0]][ns[1]].find_one({}, {"_id": 1}) is not None
 
-    A missing field is matched as null, as the shard key's value of such a document is.
-    """
-    found: dict[str, Any] = {"_id": document["_id"]}
+
+def _movable(shard_key: tuple[str, ...]) -> bool:
+    """Whether a document's shard key value can change (``_id`` never does)."""
+    return any(path.split(".")[0] != "_id" for path in shard_key)
+
+
+def _key_values(document: Mapping[str, Any], shard_key: tuple[str, ...]) -> dict[str, Any]:
+    """The shard key's values; a missing field is null, as the shard key's value of such a
+    document is."""
+    found: dict[str, Any] = {}
     for path in shard_key:
         value: Any = document
         for part in path.split("."):
@@ -229,9 +256,43 @@ def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, 
     return found
 
 
+def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, Any]:
+    """``_id`` and the shard key's values: mongos refuses an upsert without the whole key."""
+    return {"_id": document["_id"], **_key_values(document, shard_key)}
+
+
+def _remove_moved(writer: Any, batch: list[RawBSONDocument], shard_key: tuple[str, ...]) -> None:
+    """Delete the target's copies of ``batch`` whose shard key value is not the batch's.
+
+    By ``_id`` alone mongos asks every shard (and takes a multi delete without the shard
+    key), where the insert or the upsert by the new value reaches one chunk only.  Values
+    are compared as BSON, stricter than the server: at worst an equal key is rewritten.
+    """
+
+    def key_of(document: Mapping[str, Any]) -> bytes:
+        return bson.encode(_key_values(document, shard_key))
+
+    wanted = {bson.encode({"_id": d["_id"]}): key_of(d) for d in batch}
+    ids = {"_id": {"$in": [d["_id"] for d in batch]}}
+    fields = dict.fromkeys((path.split(".")[0] for path in shard_key), 1)
+    stale = [
+        copy["_id"]
+        for copy in writer.find(ids, fields)
+        if wanted.get(bson.encode({"_id": copy["_id"]})) != key_of(copy)
+    ]
+    if stale:
+        writer.delete_many({"_id": {"$in": stale}})
+
+
 def _insert(
-    writer: Any, batch: list[RawBSONDocument], on_conflict: str, shard_key: tuple[str, ...]
+    writer: Any,
+    batch: list[RawBSONDocument],
+    on_conflict: str,
+    shard_key: tuple[str, ...],
+    remove_moved: bool,
 ) -> None:
+    if remove_moved:
+        _remove_moved(writer, batch, shard_key)
     try:
         writer.insert_many(batch, ordered=False)
     except BulkWriteError as exc:
@@ -255,8 +316,9 @@ def _insert(
                 if on_conflict == "skip":
                     continue
                 writer.delete_many(key)
-            # Copied before a restart (or its key holder just removed): write this copy's
-            # version, which is as new as the stream's start or newer.
+            # Copied before a restart with the same shard key value (another one was
+            # removed above), sent again after a lost reply, or its key holder just
+            # removed: write this copy's version, as new as the stream's start or newer.
             again.append(ReplaceOne(_by_key(document, shard_key), document, upsert=True))
         if again:
             writer.bulk_write(again, ordered=False)
