@@ -2,8 +2,9 @@
 
 :func:`prepare_events` is the mirror's work on one batch before its write: split off the
 documents the batch only sets or deletes (:mod:`shardstream.spark.delta.mirror_plain`), read
-only the stored rows the rest can touch (one filtered scan: the keys its updates read, plus
-whole collections or databases a drop or rename acts on), apply those events in token order
+only the stored rows the rest can touch (one scan of the namespaces involved, matched in
+Arrow: the keys its updates read, plus whole collections or databases a drop or rename acts
+on), apply those events in token order
 (:mod:`shardstream.spark.delta.mirror_state`), and return every touched row's final state as
 the MERGE's source.  It runs in the driver (:class:`~shardstream.spark.delta.mirror.
 DeltaMirror`) or in worker processes, a part of the batch each
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import QueryBuilder
 
 from shardstream.spark.delta.commits import open_table
@@ -46,6 +48,9 @@ MIRROR_SCHEMA: Final = pa.schema(
 )
 DELETE: Final = "_delete"  # the MERGE source's flag: the row is gone
 MERGE_SOURCE_SCHEMA: Final = MIRROR_SCHEMA.append(pa.field(DELETE, pa.bool_()))
+# Above this many namespaces and databases in one batch, the scan lists none of them in its
+# SQL (an OR chain that long is what overflowed DataFusion's stack) and reads every row.
+_MAX_SQL_NAMESPACES: Final = 256
 MERGE_KEY_ORDER: Final = [(name, "ascending") for name in ("db", "coll", "_documentId")]
 # The event columns the mirror reads.
 EVENT_COLUMNS: Final = (
@@ -110,36 +115,71 @@ def joined_source(changes: MirrorChanges, plain: pa.Table | None) -> pa.Table:
 
 
 def load_rows(path: Path, needs: BatchNeeds) -> list[MirrorRow]:
-    """The mirror's rows ``needs`` names (one filtered scan)."""
+    """The mirror's rows ``needs`` names (one scan, filtered by namespace in DataFusion and
+    by document in Arrow)."""
     table = open_table(path)
-    condition = _condition(needs)
-    if table is None or condition is None:
+    if table is None or not (needs.keys or needs.namespaces or needs.databases):
         return []
-    # DataFusion SQL rather than a pyarrow dataset filter: MERGE writes string_view
-    # columns, which pyarrow's Parquet filter cannot compare (pyarrow 26); DataFusion
-    # also prunes files and row groups by their statistics.
-    query = f"SELECT * FROM mirror WHERE {condition}"
-    found = pa.table(QueryBuilder().register("mirror", table).execute(query))
-    return [_row(stored) for stored in found.cast(MIRROR_SCHEMA).to_pylist()]
+    # Only namespace equalities go into the SQL (DataFusion prunes files and row groups by
+    # them): with one literal per document, DataFusion (delta-rs 1.6) overflowed its stack
+    # and crashed the process from about 10,000 literals, a batch's worth of updates; and a
+    # scan matched by a hash of the ids in Arrow was faster than the literal list at every
+    # size measured (benchmarks/README.md).
+    condition = _namespace_condition(needs)
+    query = "SELECT * FROM mirror" + (f" WHERE {condition}" if condition else "")
+    listed = _listed_ids(needs)
+    found = [
+        _selected(pa.record_batch(batch).cast(MIRROR_SCHEMA), needs, listed)
+        for batch in QueryBuilder().register("mirror", table).execute(query)
+    ]
+    rows = pa.Table.from_batches(found, MIRROR_SCHEMA)
+    return [_row(stored) for stored in rows.to_pylist()]
 
 
-def _condition(needs: BatchNeeds) -> str | None:
-    """A SQL predicate selecting exactly the rows ``needs`` names."""
+def _namespace_condition(needs: BatchNeeds) -> str | None:
+    """A SQL predicate selecting the namespaces and databases ``needs`` touches (None: too
+    many to list safely; the scan then reads every row and Arrow selects)."""
+    namespaces = {(db, coll) for db, coll, _ in needs.keys} | needs.namespaces
+    if len(namespaces) + len(needs.databases) > _MAX_SQL_NAMESPACES:
+        return None
+    db, coll = quoted("db"), quoted("coll")
+    clauses = [
+        f"({db} = {sql_literal(name[0])} AND {coll} = {sql_literal(name[1])})"
+        for name in sorted(namespaces)
+    ]
+    clauses += [f"{db} = {sql_literal(name)}" for name in sorted(needs.databases)]
+    return " OR ".join(clauses)
+
+
+def _listed_ids(needs: BatchNeeds) -> dict[tuple[str, str], pa.Array]:
+    """The ``_documentId``s ``needs.keys`` names, by namespace."""
     by_namespace: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
     for db, coll, document_id in needs.keys:
         by_namespace[db, coll].append(document_id)
-    db, coll, document_id = (quoted(name) for name in ("db", "coll", "_documentId"))
-    clauses = [
-        f"({db} = {sql_literal(name[0])} AND {coll} = {sql_literal(name[1])} AND {document_id} IN "
-        f"({', '.join(sql_literal(i) for i in sorted(ids))}))"
-        for name, ids in sorted(by_namespace.items())
+    return {name: pa.array(ids, pa.string()) for name, ids in by_namespace.items()}
+
+
+def _selected(
+    batch: pa.RecordBatch, needs: BatchNeeds, listed: dict[tuple[str, str], pa.Array]
+) -> pa.RecordBatch:
+    """The rows of ``batch`` that ``needs`` names (``listed``: its keys' ids), exactly."""
+    dbs, colls = batch["db"], batch["coll"]
+    # Kleene logic: a null db or coll selects nothing instead of nulling the whole mask.
+    masks = [
+        pc.and_kleene(
+            pc.and_kleene(pc.equal(dbs, db), pc.equal(colls, coll)),
+            pc.is_in(batch["_documentId"], ids),
+        )
+        for (db, coll), ids in listed.items()
     ]
-    clauses += [
-        f"({db} = {sql_literal(name[0])} AND {coll} = {sql_literal(name[1])})"
-        for name in sorted(needs.namespaces)
+    masks += [
+        pc.and_kleene(pc.equal(dbs, db), pc.equal(colls, coll)) for db, coll in needs.namespaces
     ]
-    clauses += [f"{db} = {sql_literal(name)}" for name in sorted(needs.databases)]
-    return " OR ".join(clauses) if clauses else None
+    masks += [pc.equal(dbs, db) for db in needs.databases]
+    mask = masks[0]
+    for more in masks[1:]:
+        mask = pc.or_kleene(mask, more)
+    return batch.filter(mask)
 
 
 def sql_literal(text: str) -> str:
