@@ -36,8 +36,10 @@ from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeStreamOptions
 
 
-def sinks_alone(oplog: str, batch: int, root: Path) -> None:
-    """Both runs over the files ``oplog`` names (the source's ``oplog`` option)."""
+def merged_tables(oplog: str, batch: int) -> list[pa.Table]:
+    """The merged stream of the files ``oplog`` names (the source's ``oplog`` option) as
+    Arrow tables of ``batch`` events, the rows the sinks get from Spark; prints the merge's
+    rate."""
     sources = {
         name: FileOplogSource(name, path, raw_entries=True)  # the fast path where it applies
         for name, path in (part.split("=", 1) for part in oplog.split(","))
@@ -48,14 +50,19 @@ def sinks_alone(oplog: str, batch: int, root: Path) -> None:
     while not stream.exhausted:
         events += stream.next_batch(10_000)[0]
     merged = time.perf_counter() - started
-    tables = [
-        pa.Table.from_batches([events_to_batch(events[i : i + batch])])
-        for i in range(0, len(events), batch)
-    ]
     print(
         f"merge of the corpus (in process): {len(events)} events in {merged:.2f} s "
         f"({len(events) / merged:,.0f} events/s)"
     )
+    return [
+        pa.Table.from_batches([events_to_batch(events[i : i + batch])])
+        for i in range(0, len(events), batch)
+    ]
+
+
+def sinks_alone(oplog: str, batch: int, root: Path) -> None:
+    """Both runs over the files ``oplog`` names (the source's ``oplog`` option)."""
+    tables = merged_tables(oplog, batch)
     for workers in (0, 2):
         _phases(tables, root / f"workers-{workers}", workers)
 
