@@ -84,13 +84,19 @@ def test_merged_and_per_shard_modes_write_identical_tables(
     files = result.write_oplogs(tmp_path / "oplogs")
     oplog = ",".join(f"{name}={path}" for name, path in files.items())
     tables = {}
-    for mode in ("merged", "perShard"):
+    batches = {}
+    # The third run: merged, batches cut by size (20 KB) long before 120 events.
+    for mode in ("merged", "perShard", "bytes"):
         root = tmp_path / mode
         out = io.StringIO()
         progress = IngestProgress(out, interactive=False)
-        settings = _settings(root, partitionMode=mode, maxEventsPerTrigger="120")
+        limits = {"maxEventsPerTrigger": "120"}
+        if mode == "bytes":
+            limits = {"maxEventsPerTrigger": "100000", "maxBytesPerTrigger": "20k"}
+        partitioning = {"partitionMode": "perShard" if mode == "perShard" else "merged"}
+        settings = _settings(root, **partitioning, **limits)
         if source == "files":
-            options = {"oplog": oplog, "partitionMode": mode, "maxEventsPerTrigger": "120"}
+            options = {"oplog": oplog, **partitioning, **limits}
             settings = dataclasses.replace(settings, source_options=options)
         # Compaction in one mode only: the tables must come out the same either way.
         settings = dataclasses.replace(settings, optimize_every=2 if mode == "perShard" else 0)
@@ -99,13 +105,16 @@ def test_merged_and_per_shard_modes_write_identical_tables(
         assert ("compacted after batch 1:" in out.getvalue()) == (mode == "perShard")
         assert totals.events == len(tokens)
         assert totals.batches >= 2
+        batches[mode] = totals.batches
         changelog = read_table(root, "changelog")
         mirror = read_table(root, "mirror")
         assert changelog_difference(changelog, tokens) == {}
         assert mirror_state(mirror) == encoded_state(result.final_state)
         tables[mode] = (_sorted(changelog, ["_id"]), _sorted(mirror, ["db", "coll", "_documentId"]))
-    assert tables["merged"][0].equals(tables["perShard"][0])
-    assert tables["merged"][1].equals(tables["perShard"][1])
+    for other in ("perShard", "bytes"):
+        assert tables["merged"][0].equals(tables[other][0])
+        assert tables["merged"][1].equals(tables[other][1])
+    assert batches["bytes"] > batches["merged"]
     assert len(split_batches) >= 2
     assert all(split_batches)
 

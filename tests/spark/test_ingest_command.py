@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +33,8 @@ def test_simulated_input_and_stream_options_become_source_options() -> None:
             "1700000000,1",
             "--max-events-per-batch",
             "500",
+            "--max-bytes-per-batch",
+            "16m",
             "--partition-mode",
             "perShard",
         )
@@ -44,8 +48,13 @@ def test_simulated_input_and_stream_options_become_source_options() -> None:
         "startAtOperationTime": "1700000000,1",
         "showExpandedEvents": "true",
         "maxEventsPerTrigger": "500",
+        "maxBytesPerTrigger": str(16 << 20),
         "partitionMode": "perShard",
     }
+
+
+def test_batches_are_capped_by_size_by_default() -> None:
+    assert source_options(_args("--simulate"))["maxBytesPerTrigger"] == str(64 << 20)
 
 
 def test_oplog_files_join_as_one_option() -> None:
@@ -64,6 +73,8 @@ def test_oplog_files_join_as_one_option() -> None:
         (["--shard", "nameonly"], "expected --shard NAME=PATH"),
         (["--simulate", "--max-events-per-batch", "0"], "expected --max-events-per-batch >= 1"),
         (["--simulate", "--optimize-every", "-1"], "expected --optimize-every N with N >= 0"),
+        (["--simulate", "--max-bytes-per-batch", "lots"], "expected --max-bytes-per-batch as a"),
+        (["--simulate", "--max-bytes-per-batch", "0k"], "expected --max-bytes-per-batch as a"),
         (["--simulate", "--mirror-workers", "-1"], "expected --mirror-workers N with N >= 0"),
         (["--simulate", "--show-raw-update-description"], "a replay-only server flag"),
     ],
@@ -116,3 +127,27 @@ def test_a_source_failure_is_one_line_naming_the_python_error() -> None:
     assert line.startswith("ChangeStreamHistoryLost: shard 'shard00' (mongodb://app:***@")
     assert "s3cret" not in line
     assert spark_error_summary("plain failure\nmore") == "plain failure"
+
+
+@pytest.mark.parametrize("lost", [ConnectionRefusedError(111, "refused"), "py4j"])
+def test_a_jvm_that_died_is_named_with_what_to_do(
+    lost: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # What a driver sees when the JVM under it died (a batch past its memory): py4j's
+    # connection fails, with no word from Spark about why.
+    from py4j.protocol import Py4JNetworkError
+
+    from shardstream.spark.ingest import query, session
+
+    error = Py4JNetworkError("Answer from Java side is empty") if lost == "py4j" else lost
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(session, "spark_session", lambda master: contextlib.nullcontext())
+    monkeypatch.setattr(query, "run_ingest", dying)
+    assert main(["ingest", "--table", str(tmp_path), "--simulate"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("shardstream ingest: error: Spark's JVM exited during the run")
+    assert "--max-bytes-per-batch" in err
+    assert err.count("\n") == 1

@@ -19,11 +19,17 @@ from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
 
 if TYPE_CHECKING:
     from shardstream.spark.delta.sink import CrashPoint
 
 DEFAULT_MAX_EVENTS_PER_BATCH: Final = 10_000
+# A micro-batch collects on the driver (toArrow) under Spark's 1 GiB defaults for the
+# result size and local mode's driver memory, which the task result is copied into: batches
+# of 256 MiB of 400 KB documents ran the local JVM out of heap, 64 MiB went through
+# (benchmarks/README.md, "Large documents"; spark/source/option_values.py).
+DEFAULT_MAX_BYTES_PER_BATCH: Final = 64 << 20
 # Test hook (kill tests): "<point>:<batch id>", e.g. "between-commits:2".
 CRASH_ENV: Final = "SHARDSTREAM_CRASH_AT_FOR_TEST"
 # A Python error line in a traceback, e.g. "shardstream.errors.OplogError: ..." (the
@@ -64,6 +70,14 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default=DEFAULT_MAX_EVENTS_PER_BATCH,
         metavar="N",
         help=f"events per micro-batch, at most (default {DEFAULT_MAX_EVENTS_PER_BATCH})",
+    )
+    ingest.add_argument(
+        "--max-bytes-per-batch",
+        default=format_byte_size(DEFAULT_MAX_BYTES_PER_BATCH),
+        metavar="SIZE",
+        help="about this many bytes of events (their BSON) per micro-batch, at most, as bytes "
+        "or with k, m or g; a batch always takes at least one event "
+        f"(default {format_byte_size(DEFAULT_MAX_BYTES_PER_BATCH)})",
     )
     ingest.add_argument(
         "--partition-mode",
@@ -163,6 +177,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     if args.show_expanded_events:
         options["showExpandedEvents"] = "true"
     options["maxEventsPerTrigger"] = str(args.max_events_per_batch)
+    max_bytes = parse_byte_size("--max-bytes-per-batch", args.max_bytes_per_batch)
+    options["maxBytesPerTrigger"] = str(max_bytes)
     options["partitionMode"] = args.partition_mode
     return options
 
@@ -204,6 +220,9 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
         return 1
     except Exception as exc:
+        if _jvm_gone(exc):
+            sys.stderr.write(JVM_GONE + "\n")
+            return 1
         # Spark's query errors quote the source's options (the URI among them).
         text = redact_text(spark_error_summary(str(exc)), *([args.uri] if args.uri else []))
         sys.stderr.write(f"shardstream ingest: error: {text}\n")
@@ -220,6 +239,22 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
     }
     sys.stdout.write(json.dumps(summary) + "\n")
     return 0
+
+
+JVM_GONE: Final = (
+    "shardstream ingest: error: Spark's JVM exited during the run (its log above says why, "
+    "e.g. java.lang.OutOfMemoryError); the usual cause is a micro-batch too large for the "
+    "driver's memory: lower --max-bytes-per-batch or --max-events-per-batch, or give the "
+    "driver more memory (spark.driver.memory). The tables hold every batch committed before "
+    "it; a rerun resumes there"
+)
+
+
+def _jvm_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says the driver lost its JVM (py4j's connection to it failed)."""
+    from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
+
+    return isinstance(exc, ConnectionError | Py4JNetworkError)
 
 
 def spark_error_summary(text: str) -> str:

@@ -1,8 +1,10 @@
 """Driver side: where the next micro-batch ends, found by running the real merge.
 
 Only the merged stream knows the global order, so the driver runs it from the start
-offset's watermark and counts up to the read limit; the batch ends at the last event
-taken.  Tasks then re-read exactly that slice (see :mod:`shardstream.spark.source.range_reader`).
+offset's watermark and counts up to the read limit (events, and bytes of the events' BSON
+when ``maxBytesPerTrigger`` caps them too; the first event is always taken); the batch ends
+at the last event taken.  Tasks then re-read exactly that slice (see
+:mod:`shardstream.spark.source.range_reader`).
 
 The planner keeps its stream open between calls: when the next batch starts where the
 last one ended (the usual case), it goes on from there instead of re-reading the oplogs.
@@ -36,6 +38,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import MergeError, OplogError
 from shardstream.merger import MergedStream
+from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token import ResumeToken, decode_token
 from shardstream.spark.source.fast_start import FlooredStream, open_planning_stream
 from shardstream.spark.source.offsets import StreamOffset, data_of, token_of_text, token_text
@@ -43,6 +46,7 @@ from shardstream.spark.source.options import SourceSpec
 from shardstream.spark.source.shard_inputs import ReadBound, start_time
 from shardstream.transform import ChangeEvent
 from shardstream.transform import fields as f
+from shardstream.transform.raw.event_writer import encode_event_document
 
 PLAN_CHUNK: Final = 1000
 # A bounded source (files, a simulated run) always has news until it is exhausted; a run
@@ -90,6 +94,7 @@ class BatchPlanner:
         start: StreamOffset,
         *,
         max_events: int | None,
+        max_bytes: int | None = None,
         bound: ReadBound | None = None,
         until: str | None = None,
         wait_for_bound: bool = False,
@@ -100,6 +105,7 @@ class BatchPlanner:
         Args:
             start: where the batch starts.
             max_events: the read limit (None: everything available).
+            max_bytes: the events' BSON bytes at most, beyond the first event (None: no cap).
             bound: where the read ends (a pinned ``availableNow`` target or
                 ``endAtOperationTime``).
             until: take exactly the events up to this token (re-planning a known batch).
@@ -113,7 +119,9 @@ class BatchPlanner:
         """
         self._seek(start.watermark)
         try:
-            planned = self._plan(start, max_events, bound, until, wait_for_bound=wait_for_bound)
+            planned = self._plan(
+                start, (max_events, max_bytes), bound, until, wait_for_bound=wait_for_bound
+            )
             if planned.events or advance_idle_after is None:
                 return planned
             return self._advance_idle(start, advance_idle_after, bound)
@@ -124,16 +132,17 @@ class BatchPlanner:
     def _plan(
         self,
         start: StreamOffset,
-        max_events: int | None,
+        limits: tuple[int | None, int | None],
         bound: ReadBound | None,
         until: str | None,
         *,
         wait_for_bound: bool,
     ) -> PlannedBatch:
+        max_events, max_bytes = limits
         per_shard: dict[str, int] = {}
         last_by_shard: dict[str, str] = {}
         splits: dict[str, list[str]] = {}
-        taken = 0
+        taken = size = 0
         last = ""
         until_data = data_of(until) if until is not None else None
         stop_before = bound.stop_before if bound is not None else None
@@ -152,6 +161,11 @@ class BatchPlanner:
             ):
                 self._lookahead.appendleft(event)
                 break
+            if max_bytes is not None:
+                size += event_size(event)
+                if taken and size > max_bytes:
+                    self._lookahead.appendleft(event)
+                    break
             last = self._take(event, per_shard, last_by_shard, splits)
             taken += 1
             if event.operation_type == f.INVALIDATE:
@@ -269,3 +283,10 @@ class BatchPlanner:
         self._position = None
         self._lookahead.clear()
         self._resume_token = None
+
+
+def event_size(event: ChangeEvent) -> int:
+    """The event's BSON size: its bytes on the fast path, else its document encoded."""
+    if isinstance(event, EncodedEvent):
+        return len(event.raw)
+    return len(encode_event_document(event.document))

@@ -28,6 +28,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
@@ -73,6 +74,20 @@ class ShardstreamDataSource(DataSource):
         return ShardstreamBatchReader(parse_options(self.options))
 
 
+def batch_limits(spec: SourceSpec, limit: ReadLimit) -> tuple[int | None, int | None]:
+    """(events, bytes) one batch may hold under ``limit`` (None: no limit).
+
+    Spark may pass ReadAllAvailable whatever the default limit is (``Trigger.Once``); it
+    must win, byte cap and all.  Under either limit of the source's own, both of its caps
+    apply.
+    """
+    if isinstance(limit, (ReadMaxRows, ReadMaxBytes)):
+        events = limit.max_rows if isinstance(limit, ReadMaxRows) else spec.max_events_per_trigger
+        size = limit.max_bytes if isinstance(limit, ReadMaxBytes) else spec.max_bytes_per_trigger
+        return events, size
+    return None, None
+
+
 class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches whose offsets are resume tokens (see :mod:`shardstream.spark.source.offsets`).
 
@@ -92,8 +107,14 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return initial_offset(self._spec).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self._spec.max_events_per_trigger
-        return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
+        # One limit only (a Python source gets no composite one): the events limit, with
+        # the byte cap applied beside it by batch_limits.
+        spec = self._spec
+        if spec.max_events_per_trigger is not None:
+            return ReadMaxRows(spec.max_events_per_trigger)
+        if spec.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(spec.max_bytes_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Pin "now": later writes to a live cluster are not part of this run.  Files and
@@ -103,14 +124,14 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = StreamOffset.from_json(start)
-        # Spark may pass ReadAllAvailable whatever the default limit is; it must win.
-        max_events = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        max_events, max_bytes = batch_limits(self._spec, limit)
         bound = self._target if self._available_now else read_bound(self._spec, pin_now=False)
         if windows_apply(self._spec):
-            return plan_window(self._spec, begin, max_events, bound).to_json()
+            return plan_window(self._spec, begin, max_events, bound, max_bytes=max_bytes).to_json()
         plan = self._planner_().plan(
             begin,
             max_events=max_events,
+            max_bytes=max_bytes,
             bound=bound,
             wait_for_bound=self._available_now and not self._spec.bounded,
             # availableNow stops at its target; only an open-ended query moves past quiet times.

@@ -9,21 +9,26 @@ runner and to every executor, so it holds plain values only: no clients, no open
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.errors import ConfigurationError, ResumeTokenError
+from shardstream.errors import ConfigurationError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.oplog.file_reader import InputFormat
 from shardstream.oplog.redaction import redact_uri
-from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
 from shardstream.resume_token.token_json import loads
 from shardstream.sim import SimulationConfig
-from shardstream.spark.source.offsets import token_of_text
+from shardstream.spark.source.option_values import (
+    byte_size_value,
+    flag_value,
+    integer_value,
+    positive_value,
+    timestamp_value,
+    token_value,
+)
 from shardstream.transform import ChangeStreamOptions
 
 DEFAULT_SIMULATED_SHARDS: Final = 3
@@ -69,6 +74,7 @@ OPTION_NAMES: Final = (
     "serverVersion",
     "tokenVersion",
     "maxEventsPerTrigger",
+    "maxBytesPerTrigger",
     "jsonFormat",
     "partitionMode",
     "eventsPerPartition",
@@ -96,6 +102,8 @@ class SourceSpec:
         pipeline: the user's ``$match`` stages (already checked to compile).
         end_at: events at or after this cluster time are not read (exclusive bound).
         max_events_per_trigger: the default read limit; None: all available.
+        max_bytes_per_trigger: about how many bytes of events a batch holds at most, beside
+            the events limit (:mod:`~shardstream.spark.source.option_values`); None: no cap.
         relaxed_json: documents as relaxed Extended JSON rather than canonical.
         partition_mode: merged (one task) or per shard.
         events_per_partition: per-shard mode: a shard's range is split every this many events.
@@ -110,6 +118,7 @@ class SourceSpec:
     pipeline: tuple[Mapping[str, Any], ...] = ()
     end_at: Timestamp | None = None
     max_events_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
     relaxed_json: bool = False
     partition_mode: PartitionMode = PartitionMode.MERGED
     events_per_partition: int = DEFAULT_EVENTS_PER_PARTITION
@@ -183,11 +192,16 @@ def parse_options(options: Mapping[str, str]) -> SourceSpec:
         simulation=_simulation(given) if kind is SourceKind.SIMULATE else None,
         stream=stream,
         pipeline=pipeline,
-        end_at=_timestamp("endAtOperationTime", given.get("endatoperationtime")),
-        max_events_per_trigger=_positive("maxEventsPerTrigger", given.get("maxeventspertrigger")),
+        end_at=timestamp_value("endAtOperationTime", given.get("endatoperationtime")),
+        max_events_per_trigger=positive_value(
+            "maxEventsPerTrigger", given.get("maxeventspertrigger")
+        ),
+        max_bytes_per_trigger=byte_size_value(
+            "maxBytesPerTrigger", given.get("maxbytespertrigger")
+        ),
         relaxed_json=json_format == "relaxed",
         partition_mode=mode,
-        events_per_partition=_positive("eventsPerPartition", given.get("eventsperpartition"))
+        events_per_partition=positive_value("eventsPerPartition", given.get("eventsperpartition"))
         or DEFAULT_EVENTS_PER_PARTITION,
     )
 
@@ -205,14 +219,14 @@ def _stream_options(given: Mapping[str, str]) -> ChangeStreamOptions:
     return ChangeStreamOptions(
         db=given.get("db"),
         coll=given.get("coll"),
-        show_expanded_events=_flag("showExpandedEvents", given.get("showexpandedevents")),
+        show_expanded_events=flag_value("showExpandedEvents", given.get("showexpandedevents")),
         full_document=given.get("fulldocument", "default"),
         full_document_before_change=given.get("fulldocumentbeforechange", "off"),
-        start_at_operation_time=_timestamp(
+        start_at_operation_time=timestamp_value(
             "startAtOperationTime", given.get("startatoperationtime")
         ),
-        resume_after=_token("resumeAfter", given.get("resumeafter")),
-        start_after=_token("startAfter", given.get("startafter")),
+        resume_after=token_value("resumeAfter", given.get("resumeafter")),
+        start_after=token_value("startAfter", given.get("startafter")),
         server_version=(int(major), int(minor)),
         token_version=int(token_version) if token_version is not None else None,
     )
@@ -252,12 +266,12 @@ def _input_format(text: str | None) -> InputFormat | None:
 
 
 def _simulation(given: Mapping[str, str]) -> SimulationConfig:
-    if not _flag("simulate", given["simulate"]):
+    if not flag_value("simulate", given["simulate"]):
         raise ConfigurationError("expected simulate=true (or one of uri, oplog), got false")
     return SimulationConfig(
-        shards=_positive("shards", given.get("shards")) or DEFAULT_SIMULATED_SHARDS,
-        operations=_positive("entries", given.get("entries")) or DEFAULT_SIMULATED_ENTRIES,
-        seed=_integer("seed", given.get("seed"), DEFAULT_SIMULATED_SEED),
+        shards=positive_value("shards", given.get("shards")) or DEFAULT_SIMULATED_SHARDS,
+        operations=positive_value("entries", given.get("entries")) or DEFAULT_SIMULATED_ENTRIES,
+        seed=integer_value("seed", given.get("seed"), DEFAULT_SIMULATED_SEED),
     )
 
 
@@ -272,81 +286,3 @@ def _pipeline(text: str | None) -> tuple[Mapping[str, Any], ...]:
         ) from exc
     compile_pipeline(stages)  # raises ConfigurationError for what the matcher cannot do
     return tuple(stages)
-
-
-def _flag(name: str, text: str | None) -> bool:
-    if text is None:
-        return False
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigurationError(f"expected {name} true or false, got {text!r}")
-    return value == "true"
-
-
-def _integer(name: str, text: str | None, default: int) -> int:
-    if text is None:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigurationError(f"expected {name} to be an integer, got {text!r}") from None
-
-
-def _positive(name: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    value = _integer(name, text, 0)
-    if value < 1:
-        raise ConfigurationError(f"expected {name} to be an integer >= 1, got {text!r}")
-    return value
-
-
-def _timestamp(name: str, text: str | None) -> Timestamp | None:
-    """``T,I`` (seconds, increment) or an Extended JSON ``{"$timestamp": ...}``."""
-    if text is None:
-        return None
-    if text.lstrip().startswith("{"):
-        try:
-            value = loads(text)
-        except (ValueError, TypeError):
-            value = None
-        if isinstance(value, Timestamp):
-            return value
-    else:
-        seconds, sep, increment = text.partition(",")
-        try:
-            if sep:
-                return Timestamp(int(seconds), int(increment))
-        except (ValueError, TypeError, OverflowError):
-            pass
-    raise ConfigurationError(
-        f'expected {name} as T,I (seconds,increment) or {{"$timestamp": ...}}, got {text!r}'
-    )
-
-
-def _token(name: str, text: str | None) -> ResumeTokenData | None:
-    """A token document in Extended JSON, bare ``_data`` hex, or an offset's token text.
-
-    An offset's text (``_data`` hex, then ``:`` and the ``_typeBits`` hex when there are
-    any) lets a sink that stored a batch's watermark start a new query just after it.
-    """
-    if text is None:
-        return None
-    if text.lstrip().startswith("{"):
-        try:
-            document = loads(text)
-        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-            raise ResumeTokenError(
-                f"expected {name} as a token document in Extended JSON or _data hex, "
-                f"got {text!r:.120}"
-            ) from exc
-        return decode_token_document(document)
-    try:
-        return decode_token(token_of_text(text.strip()))
-    except ValueError as exc:  # the type bits after ':' are not hex
-        if isinstance(exc, ResumeTokenError):
-            raise
-        raise ResumeTokenError(
-            f"expected {name} as _data hex, optionally followed by ':' and the _typeBits "
-            f"hex, got {text!r:.120}"
-        ) from exc

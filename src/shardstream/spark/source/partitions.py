@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import PartitionMode, SourceSpec
 from shardstream.spark.source.range_reader import (
@@ -21,10 +22,14 @@ from shardstream.spark.source.range_reader import (
     read_shard_range,
     read_shard_window,
 )
-from shardstream.spark.source.rows import events_to_batch
+from shardstream.spark.source.rows import event_values, rows_to_batch
 from shardstream.transform import ChangeEvent
 
 ROWS_PER_ARROW_BATCH: Final = 10_000
+# Large documents fill a batch long before its rows do: a string column holds 2 GiB at most,
+# and each batch is one allocation of the JVM's direct memory (1 GiB by default; a task that
+# read 1,500 documents of 400 KB into one batch died there), so batches are cut by size too.
+BYTES_PER_ARROW_BATCH: Final = 64 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,15 +102,25 @@ def read_partition(spec: SourceSpec, partition: InputPartition) -> Iterator[pa.R
         events = read_shard_window(spec, partition.shard, partition.after, partition.end)
     else:
         return  # Spark's placeholder for a batch read with no partitions
-    yield from _arrow_batches(events, relaxed=spec.relaxed_json)
+    yield from arrow_batches(events, relaxed=spec.relaxed_json)
 
 
-def _arrow_batches(events: Iterable[ChangeEvent], *, relaxed: bool) -> Iterator[pa.RecordBatch]:
-    chunk: list[ChangeEvent] = []
+def arrow_batches(events: Iterable[ChangeEvent], *, relaxed: bool) -> Iterator[pa.RecordBatch]:
+    """``events`` as record batches of at most :data:`ROWS_PER_ARROW_BATCH` rows and about
+    :data:`BYTES_PER_ARROW_BATCH` bytes of events."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
     for event in events:
-        chunk.append(event)
-        if len(chunk) >= ROWS_PER_ARROW_BATCH:
-            yield events_to_batch(chunk, relaxed=relaxed)
-            chunk = []
-    if chunk:
-        yield events_to_batch(chunk, relaxed=relaxed)
+        values = event_values(event, relaxed=relaxed)
+        rows.append(values)
+        # A fast-path event's BSON size is at hand (its text is about as long); the
+        # reference path's rows are measured by their values.
+        if isinstance(event, EncodedEvent):
+            size += len(event.raw)
+        else:
+            size += sum(len(value) for value in values if isinstance(value, str | bytes))
+        if len(rows) >= ROWS_PER_ARROW_BATCH or size >= BYTES_PER_ARROW_BATCH:
+            yield rows_to_batch(rows)
+            rows, size = [], 0
+    if rows:
+        yield rows_to_batch(rows)

@@ -17,7 +17,7 @@ pyarrow only (no pyspark): the rows are built on executors and in unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
@@ -153,7 +153,11 @@ def events_to_batch(events: Iterable[ChangeEvent], *, relaxed: bool = False) -> 
     A tuple per event, transposed into columns, each converted by one ``pa.array``:
     several times faster than ``RecordBatch.from_pylist`` over row dicts.
     """
-    rows = [event_values(event, relaxed=relaxed) for event in events]
+    return rows_to_batch([event_values(event, relaxed=relaxed) for event in events])
+
+
+def rows_to_batch(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
+    """:func:`event_values` tuples as one Arrow record batch of :data:`EVENT_SCHEMA`."""
     values = list(zip(*rows, strict=True)) if rows else [()] * len(VALUE_NAMES)
     columns: list[pa.Array] = []
     for field in EVENT_SCHEMA:

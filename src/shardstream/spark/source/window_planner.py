@@ -6,8 +6,9 @@ window is a slice of the merged stream, exactly once and replayable by construct
 transaction's events share its commit time, so none straddles two windows.  The driver
 therefore needs no merge to cut batches: it picks ``T`` from each shard's ``ts`` index
 (:mod:`shardstream.oplog.ts_index`, built by framing the files' BSON) so that the shards
-hold about ``maxEventsPerTrigger`` entries in ``[S, T)``, and each task reads one shard's
-share of the window on the fast path (``range_reader.read_shard_window``).  Within a batch
+hold about ``maxEventsPerTrigger`` entries, or ``maxBytesPerTrigger`` bytes of them, in
+``[S, T)``, and each task reads one shard's share of the window on the fast path
+(``range_reader.read_shard_window``).  Within a batch
 the stream's order is the order of ``_id``, which the sinks sort by.
 
 The end offset's watermark is the high-water-mark token of ``T``: it sorts below every
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from bson.timestamp import Timestamp
@@ -52,7 +53,12 @@ def windows_apply(spec: SourceSpec) -> bool:
 
 
 def plan_window(
-    spec: SourceSpec, start: StreamOffset, max_events: int | None, bound: ReadBound | None
+    spec: SourceSpec,
+    start: StreamOffset,
+    max_events: int | None,
+    bound: ReadBound | None,
+    *,
+    max_bytes: int | None = None,
 ) -> StreamOffset:
     """The end of the window that starts at ``start`` (``start`` itself: no more data).
 
@@ -61,6 +67,7 @@ def plan_window(
         start: where the window starts (its watermark; "" = the configured start).
         max_events: about how many entries the window should hold (None: all of them).
         bound: where the read ends (``endAtOperationTime``).
+        max_bytes: about how many bytes of entries it should hold (None: no cap).
     """
     indexes = [ts_index(path) for _, path in spec.oplog_paths]
     begin = _window_start(spec, start.watermark, indexes)
@@ -69,8 +76,8 @@ def plan_window(
     end = max(index.last for index in indexes) + _TICK  # just past the last entry
     if bound is not None:
         end = min(end, ts_key(decode_token(token_of_text(bound.stop_before)).cluster_time))
-    if max_events is not None:
-        end = min(end, _end_after(indexes, begin, max_events))
+    if max_events is not None or max_bytes is not None:
+        end = min(end, _end_after(indexes, begin, max_events, max_bytes))
     if end <= begin:
         return start  # nothing at or after the start
     version = spec.stream.default_token_version
@@ -89,17 +96,28 @@ def _window_start(spec: SourceSpec, watermark: str, indexes: Sequence[TsIndex]) 
     return min(firsts) if firsts else None
 
 
-def _end_after(indexes: Sequence[TsIndex], begin: int, max_events: int) -> int:
-    """The cluster time before which the shards hold about ``max_events`` entries from
-    ``begin`` on.
+def _end_after(
+    indexes: Sequence[TsIndex], begin: int, max_events: int | None, max_bytes: int | None
+) -> int:
+    """The cluster time before which the shards hold about ``max_events`` entries, or about
+    ``max_bytes`` bytes of them, from ``begin`` on (whichever comes first).
 
     Walks the shards' sampled times above ``begin`` in time order; each stands for the
-    stride of entries before it.  The first one is always taken, so every window advances.
+    stride of entries before it, and for their bytes (the distance from the sample before).
+    The first one is always taken, so every window advances.
     """
-    above = (index.times[bisect.bisect_right(index.times, begin) :] for index in indexes)
-    taken = 0
-    for time in heapq.merge(*above):
+    taken = size = 0
+    for time, span in heapq.merge(*(_samples_after(index, begin) for index in indexes)):
         taken += STRIDE
-        if taken >= max_events:
+        size += span
+        if (max_events is not None and taken >= max_events) or (
+            max_bytes is not None and size >= max_bytes
+        ):
             return time
     return _NO_END  # fewer than that: the window runs to the end of the data
+
+
+def _samples_after(index: TsIndex, begin: int) -> Iterator[tuple[int, int]]:
+    """(time, bytes of the stride before it) of each sample above ``begin``."""
+    for at in range(bisect.bisect_right(index.times, begin), len(index.times)):
+        yield index.times[at], index.offsets[at] - index.offsets[at - 1] if at else 0
