@@ -28,8 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from benchmarks.sink_phases import merged_tables
-from shardstream.spark.delta.commits import BatchCommit
+from benchmarks.sink_phases import merged_tables, write_timed
 from shardstream.spark.delta.maintenance import TableMaintenance
 from shardstream.spark.delta.sink import LakehouseSink
 
@@ -55,22 +54,16 @@ def grow(tables: list[pa.Table], root: Path, optimize_every: int) -> list[tuple[
     merges: list[tuple[int, float]] = []
     rows = 0
     for batch_id, table in enumerate(tables):
-        commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
-        clock = time.perf_counter()
-        sink.changelog.append(table, commit)
-        appended = time.perf_counter()
-        prepared = sink.mirror.prepare(table)
-        applied = time.perf_counter()
-        sink.mirror.write(prepared, commit)
+        times = write_timed(sink, batch_id, table)
         written = time.perf_counter()
         if maintenance.due(batch_id):
             maintenance.run([sink.changelog.path, sink.mirror.path])
         maintained = time.perf_counter()
-        merges.append((rows, written - applied))
+        merges.append((rows, times.merge))
         rows, size, files = mirror_size(sink.mirror.path)
         print(
-            f"{batch_id:5}  {table.num_rows:6}  {(appended - clock) * 1000:12.0f}  "
-            f"{(applied - appended) * 1000:13.0f}  {(written - applied) * 1000:8.0f}  "
+            f"{batch_id:5}  {table.num_rows:6}  {times.changelog * 1000:12.0f}  "
+            f"{times.prepare * 1000:13.0f}  {times.merge * 1000:8.0f}  "
             f"{(maintained - written) * 1000:10.0f}  "
             f"{rows:11,}  {size / _MIB:10.1f}  {files:5}"
         )

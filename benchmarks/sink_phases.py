@@ -17,6 +17,7 @@ from its text); then the tables' active file counts before and after one compact
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -67,6 +68,29 @@ def sinks_alone(oplog: str, batch: int, root: Path) -> None:
         _phases(tables, root / f"workers-{workers}", workers)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchTimes:
+    """One batch through the sinks: seconds per phase, and the stored rows it read."""
+
+    changelog: float
+    prepare: float
+    merge: float
+    rows_read: int
+
+
+def write_timed(sink: LakehouseSink, batch_id: int, table: pa.Table) -> BatchTimes:
+    """Write ``table`` as batch ``batch_id`` (change log, mirror), timing each phase."""
+    commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
+    clock = time.perf_counter()
+    sink.changelog.append(table, commit)
+    appended = time.perf_counter()
+    prepared = sink.mirror.prepare(table)
+    applied = time.perf_counter()
+    sink.mirror.write(prepared, commit)
+    merged = time.perf_counter()
+    return BatchTimes(appended - clock, applied - appended, merged - applied, prepared.rows_read)
+
+
 def _phases(tables: list[pa.Table], root: Path, workers: int) -> None:
     document_id.cache_clear()  # each run starts cold, as an ingest does
     sink = LakehouseSink(root, "bench", mirror_workers=workers)
@@ -77,18 +101,11 @@ def _phases(tables: list[pa.Table], root: Path, workers: int) -> None:
     }
     rows_read = []
     for batch_id, table in enumerate(tables):
-        commit = BatchCommit(app_id="bench", batch_id=batch_id, watermark=table["_id"][-1].as_py())
-        clock = time.perf_counter()
-        sink.changelog.append(table, commit)
-        appended = time.perf_counter()
-        prepared = sink.mirror.prepare(table)
-        applied = time.perf_counter()
-        rows_read.append(prepared.rows_read)
-        sink.mirror.write(prepared, commit)
-        merged_at = time.perf_counter()
-        phases["changelog append"].append(appended - clock)
-        phases["mirror read+apply"].append(applied - appended)
-        phases["mirror MERGE"].append(merged_at - applied)
+        times = write_timed(sink, batch_id, table)
+        rows_read.append(times.rows_read)
+        phases["changelog append"].append(times.changelog)
+        phases["mirror read+apply"].append(times.prepare)
+        phases["mirror MERGE"].append(times.merge)
     sink.close()
     events = sum(table.num_rows for table in tables)
     print(
