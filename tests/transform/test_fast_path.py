@@ -281,3 +281,18 @@ def test_a_string_without_its_terminator_is_left_to_the_reference(field: bytes) 
     assert pipeline.fast_entries == 1  # the good one
     assert got[2] is not None
     assert got[2].startswith("OplogError: corrupt BSON entry in <oplog> at byte ")
+
+
+@pytest.mark.parametrize("size", [10, 300_000])
+def test_inserts_without_o2_take_the_fast_path_with_the_reference_bytes(size: int) -> None:
+    # Servers before 6.0 write no o2 on an insert. Such entries are framed by their lengths
+    # (the layout match needs one); one whose document holds a field named o2 is matched
+    # first and falls back alike.
+    entries = []
+    for n in range(4):
+        entry = make.insert(Timestamp(1700000000, n + 1), {"_id": ObjectId(), "blob": "b" * size})
+        del entry["o2"]
+        entries.append(entry)
+    entries[2]["o"]["o2"] = {"inner": True}
+    _, pipeline = _assert_same(as_read_from_file(entries), ChangeStreamOptions())
+    assert pipeline.fast_entries == len(entries)

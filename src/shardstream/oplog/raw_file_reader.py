@@ -17,6 +17,8 @@ from typing import IO, Final
 from shardstream.errors import OplogError
 
 CHUNK_SIZE: Final = 1 << 20
+# Above any oplog entry (16 MB documents, plus the entry's own fields).
+_LARGEST_READ: Final = 64 << 20
 _INT32: Final = struct.Struct("<i")
 
 
@@ -45,7 +47,7 @@ def read_raw_oplog_file(
 def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Iterator[list[bytes]]:
     pending = b""  # offset: the file offset of pending[0]
     while True:
-        chunk = stream.read(chunk_size)
+        chunk = stream.read(_read_size(pending, chunk_size))
         data = pending + chunk if pending else chunk
         if not chunk:
             if data:
@@ -58,6 +60,19 @@ def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Ite
             _raise_framing_error(data, name, offset)
         offset += used
         pending = data[used:]
+
+
+def _read_size(pending: bytes, chunk_size: int) -> int:
+    """How much to read next: a chunk, or the rest of a pending document larger than one.
+
+    Reading a 16 MB entry a chunk at a time would copy what is pending again with every
+    chunk (quadratic); its length prefix says how much is missing.  A corrupt length is
+    capped, and reported once the file ends short of it.
+    """
+    if len(pending) < 4:
+        return chunk_size
+    missing = int.from_bytes(pending[:4], "little", signed=True) - len(pending)
+    return min(max(chunk_size, missing), _LARGEST_READ)
 
 
 def frame_documents(data: bytes) -> tuple[list[bytes], int]:
