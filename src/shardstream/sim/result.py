@@ -117,7 +117,9 @@ class SimulationResult:
 
 def count_equal_timestamps(oplogs: Mapping[str, Sequence[Mapping[str, Any]]]) -> int:
     """How many distinct timestamps occur in the oplogs of two or more shards."""
-    seen: Counter[Timestamp] = Counter()
+    # Counted as (time, inc) pairs: bson's Timestamp hashes as time ^ inc, so an oplog's
+    # timestamps (one time, many increments) collide in whole runs, quadratically.
+    seen: Counter[tuple[int, int]] = Counter()
     for oplog in oplogs.values():
-        seen.update({entry["ts"] for entry in oplog})
+        seen.update({(entry["ts"].time, entry["ts"].inc) for entry in oplog})
     return sum(1 for count in seen.values() if count > 1)
