@@ -14,7 +14,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost, OplogError
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.oplog.ts_index import STRIDE, ts_index
+from shardstream.oplog.ts_index import SAMPLE_BYTES, STRIDE, ts_index
 from shardstream.spark.source.positioned_source import PositionedSource
 
 
@@ -69,6 +69,29 @@ def test_a_seek_lands_just_before_the_time_and_loses_nothing(tmp_path: Path) -> 
         assert skipped <= STRIDE  # at most a stride of earlier ones
         if start != entries[0]["ts"]:
             assert skipped >= 1  # the entry just before start is seen (history check)
+
+
+def test_large_entries_are_sampled_by_bytes_too(tmp_path: Path) -> None:
+    entries = _entries(STRIDE * 3)
+    sizes = [30, 400_000, 900_000, 5, 2_500_000, 70_000] * (len(entries) // 6)
+    for entry, size in zip(entries, sizes, strict=True):
+        entry["o"]["pad"] = "y" * size
+    path = _write(tmp_path / "big.bson", entries)
+    index = ts_index(str(path))
+    starts = [0]
+    for entry in entries:
+        starts.append(starts[-1] + len(bson.encode(entry)))
+    assert index.ordinals[0] == 0
+    for at, ordinal in enumerate(index.ordinals):
+        assert index.offsets[at] == starts[ordinal]
+        assert index.times[at] == (entries[ordinal]["ts"].time << 32) | entries[ordinal]["ts"].inc
+    for at in range(1, len(index.ordinals)):
+        entries_between = index.ordinals[at] - index.ordinals[at - 1]
+        assert 1 <= entries_between <= STRIDE
+        # A sample is taken at the first entry SAMPLE_BYTES or more past the one before.
+        before_last = starts[index.ordinals[at] - 1] - index.offsets[at - 1]
+        assert entries_between == 1 or before_last < SAMPLE_BYTES
+    assert len(index.ordinals) > len(entries) // STRIDE + 1  # the bytes added samples
 
 
 @pytest.mark.parametrize("raw", [False, True], ids=["decoded", "raw"])

@@ -23,6 +23,7 @@ from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
 
 from shardstream.errors import ConfigurationError
+from shardstream.oplog import ts_index
 from shardstream.oplog.ts_index import STRIDE
 from shardstream.spark.source import partitions
 from shardstream.spark.source.data_source import ShardstreamStreamReader, batch_limits
@@ -115,15 +116,21 @@ def test_merged_batches_stay_within_the_byte_cap_and_read_everything_once(
     assert _ids(batches) == _ids(whole)
 
 
-def test_per_shard_windows_stay_near_the_byte_cap(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sample_bytes", [ts_index.SAMPLE_BYTES, 4 * BLOB])
+def test_per_shard_windows_stay_near_the_byte_cap(
+    sample_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ts_index, "SAMPLE_BYTES", sample_bytes)
     files = _big_files(tmp_path)
     options = {"oplog": files, "partitionMode": "perShard", "maxBytesPerTrigger": "700k"}
     batches = _drain(ShardstreamStreamReader(parse_options(options)), ReadMaxRows(100_000))
     whole = _drain(ShardstreamStreamReader(parse_options({"oplog": files})), ReadAllAvailable())
-    # A window's end is a sampled time: it holds at least one stride of one shard (the
-    # first sample is always taken) and stops at the sample that reaches the cap.
+    # A window ends at a sampled time: the one whose entries reach the cap. Beyond them it
+    # holds, on each shard, the entries since that shard's last sample below the end: up
+    # to a stride, or the entries of SAMPLE_BYTES (4 here with the smaller setting).
+    per_shard = min(STRIDE, -(-sample_bytes // BLOB))
     assert len(batches) > 2
-    assert all(0 < len(rows) <= 700_000 // BLOB + SHARDS * STRIDE for _, _, rows in batches)
+    assert all(0 < len(rows) <= 700_000 // BLOB + SHARDS * per_shard for _, _, rows in batches)
     assert sorted(_ids(batches)) == sorted(_ids(whole))
 
 

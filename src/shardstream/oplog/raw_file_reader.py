@@ -47,7 +47,7 @@ def read_raw_oplog_file(
 def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Iterator[list[bytes]]:
     pending = b""  # offset: the file offset of pending[0]
     while True:
-        chunk = stream.read(_read_size(pending, chunk_size))
+        chunk = stream.read(read_size(pending, chunk_size))
         data = pending + chunk if pending else chunk
         if not chunk:
             if data:
@@ -62,7 +62,7 @@ def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Ite
         pending = data[used:]
 
 
-def _read_size(pending: bytes, chunk_size: int) -> int:
+def read_size(pending: bytes, chunk_size: int) -> int:
     """How much to read next: a chunk, or the rest of a pending document larger than one.
 
     Reading a 16 MB entry a chunk at a time would copy what is pending again with every

@@ -3,10 +3,13 @@
 A shard's file is in ``ts`` order, so "the entries from time T on" start at one byte
 offset.  Finding it by reading every entry from the file's start costs a backfill's every
 micro-batch the whole prefix again (quadratic over a long file: measured as a third of a
-Spark task's time).  The index records the ``ts`` and byte offset of every
-:data:`STRIDE`-th entry; it is built in one pass that reads only the documents' length
-prefixes and decodes the sampled entries alone.  A reader seeks to the last sample before
-T and skips at most a stride of entries, as the server's oplog scan skips to its start.
+Spark task's time).  The index records the ``ts``, byte offset and ordinal of every
+:data:`STRIDE`-th entry, and of every entry that starts :data:`SAMPLE_BYTES` or more after
+the sample before it (large documents: a planner sizing batches in bytes then never has
+more than about that much, or one entry, of a shard's data between two samples); it is
+built in one pass that reads only the documents' length prefixes and decodes the sampled
+entries alone.  A reader seeks to the last sample before T and skips at most a stride of
+entries, as the server's oplog scan skips to its start.
 
 Indexes are kept per process (a Spark worker reads many batches of one file), keyed by
 the file's path, size and modification time, so a file that changes is indexed anew.
@@ -23,14 +26,16 @@ import threading
 from pathlib import Path
 from typing import Final
 
-import bson
 from bson.errors import BSONError
+from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import OplogError
-from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
+from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
+from shardstream.oplog.raw_file_reader import read_size
 
 STRIDE: Final = 32
+SAMPLE_BYTES: Final = 1 << 20
 _READ_SIZE: Final = 1 << 20
 _INT32: Final = struct.Struct("<i")
 _cache: dict[tuple[str, int, int], TsIndex] = {}
@@ -39,16 +44,18 @@ _cache_lock = threading.Lock()
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TsIndex:
-    """Sampled ``(ts, byte offset)`` pairs of one file, in file order.
+    """Sampled ``(ts, byte offset, ordinal)`` triples of one file, in file order.
 
     Attributes:
         times: the sampled entries' ``ts`` as ``(time << 32) | inc``.
         offsets: their byte offsets.
+        ordinals: their positions among the file's entries (the first is 0).
         last: the file's last entry's ``ts`` the same way (-1: the file is empty).
     """
 
     times: tuple[int, ...]
     offsets: tuple[int, ...]
+    ordinals: tuple[int, ...]
     last: int = -1
 
     def offset_before(self, start: Timestamp) -> int:
@@ -85,6 +92,7 @@ def ts_index(path: str) -> TsIndex:
 def _build(path: str) -> TsIndex:
     times: list[int] = []
     offsets: list[int] = []
+    ordinals: list[int] = []
     last_document, last_offset = b"", 0
     unpack_from = _INT32.unpack_from
     try:
@@ -92,7 +100,7 @@ def _build(path: str) -> TsIndex:
             data = b""
             base = 0  # the file offset of data[0]
             count = 0
-            while chunk := stream.read(_READ_SIZE):
+            while chunk := stream.read(read_size(data, _READ_SIZE)):
                 data = data + chunk if data else chunk
                 position = 0
                 last_at = -1
@@ -105,10 +113,14 @@ def _build(path: str) -> TsIndex:
                         )
                     if position + size > len(data):
                         break
-                    if count % STRIDE == 0:
+                    at = base + position
+                    if not ordinals or (
+                        count - ordinals[-1] >= STRIDE or at - offsets[-1] >= SAMPLE_BYTES
+                    ):
                         document = data[position : position + size]
-                        times.append(_ts_of(document, path, base + position))
-                        offsets.append(base + position)
+                        times.append(_ts_of(document, path, at))
+                        offsets.append(at)
+                        ordinals.append(count)
                     last_at = position
                     count += 1
                     position += size
@@ -128,7 +140,7 @@ def _build(path: str) -> TsIndex:
                 f"(ts {_timestamp(earlier)})"
             )
     last = _ts_of(last_document, path, last_offset) if last_document else -1
-    return TsIndex(tuple(times), tuple(offsets), last)
+    return TsIndex(tuple(times), tuple(offsets), tuple(ordinals), last)
 
 
 def _timestamp(key: int) -> Timestamp:
@@ -136,8 +148,9 @@ def _timestamp(key: int) -> Timestamp:
 
 
 def _ts_of(document: bytes, path: str, offset: int) -> int:
+    # Only the top level is read: a sampled entry may hold a document of megabytes.
     try:
-        ts = bson.decode(document, codec_options=OPLOG_CODEC_OPTIONS).get("ts")
+        ts = RawBSONDocument(document, RAW_OPLOG_CODEC_OPTIONS).get("ts")
     except (BSONError, ValueError, OverflowError) as exc:
         raise OplogError(f"corrupt BSON entry in {path} at byte {offset}: {exc}") from exc
     if not isinstance(ts, Timestamp):

@@ -30,7 +30,7 @@ from typing import Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.oplog.ts_index import STRIDE, TsIndex, ts_index
+from shardstream.oplog.ts_index import TsIndex, ts_index
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
 from shardstream.spark.source.fast_start import fast_start
 from shardstream.spark.source.offsets import StreamOffset, token_of_text, token_text
@@ -103,12 +103,15 @@ def _end_after(
     ``max_bytes`` bytes of them, from ``begin`` on (whichever comes first).
 
     Walks the shards' sampled times above ``begin`` in time order; each stands for the
-    stride of entries before it, and for their bytes (the distance from the sample before).
-    The first one is always taken, so every window advances.
+    entries since the sample before it, and for their bytes.  The first one is always
+    taken, so every window advances.  What a window holds beyond the count: on each other
+    shard, the entries since its last sample below the end (samples are at most
+    :data:`~shardstream.oplog.ts_index.STRIDE` entries, or about
+    :data:`~shardstream.oplog.ts_index.SAMPLE_BYTES` or one entry, apart).
     """
     taken = size = 0
-    for time, span in heapq.merge(*(_samples_after(index, begin) for index in indexes)):
-        taken += STRIDE
+    for time, entries, span in heapq.merge(*(_samples_after(index, begin) for index in indexes)):
+        taken += entries
         size += span
         if (max_events is not None and taken >= max_events) or (
             max_bytes is not None and size >= max_bytes
@@ -117,7 +120,11 @@ def _end_after(
     return _NO_END  # fewer than that: the window runs to the end of the data
 
 
-def _samples_after(index: TsIndex, begin: int) -> Iterator[tuple[int, int]]:
-    """(time, bytes of the stride before it) of each sample above ``begin``."""
+def _samples_after(index: TsIndex, begin: int) -> Iterator[tuple[int, int, int]]:
+    """(time, entries since the sample before, their bytes) of each sample above ``begin``."""
     for at in range(bisect.bisect_right(index.times, begin), len(index.times)):
-        yield index.times[at], index.offsets[at] - index.offsets[at - 1] if at else 0
+        if at:
+            entries = index.ordinals[at] - index.ordinals[at - 1]
+            yield index.times[at], entries, index.offsets[at] - index.offsets[at - 1]
+        else:
+            yield index.times[at], 0, 0
