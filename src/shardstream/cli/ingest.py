@@ -244,9 +244,11 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
 JVM_GONE: Final = (
     "shardstream ingest: error: Spark's JVM exited during the run (its log above says why, "
     "e.g. java.lang.OutOfMemoryError); the usual cause is a micro-batch too large for the "
-    "driver's memory: lower --max-bytes-per-batch or --max-events-per-batch, or give the "
-    "driver more memory (spark.driver.memory). The tables hold every batch committed before "
-    "it; a rerun resumes there"
+    "driver's memory. The tables hold every batch committed before it. Spark replays a "
+    "batch it has planned exactly as planned, so to cut it smaller, rerun with a lower "
+    "--max-bytes-per-batch (or --max-events-per-batch) and without the checkpoint (remove "
+    "it, default PATH/_checkpoint): the ingest then resumes after what the tables hold. Or "
+    "give the driver more memory (spark.driver.memory)"
 )
 
 

@@ -50,6 +50,7 @@ def format_byte_size(size: int) -> str:
 
 
 def flag_value(name: str, text: str | None) -> bool:
+    """``true`` or ``false`` in any case (absent: false)."""
     if text is None:
         return False
     value = text.strip().lower()
@@ -59,6 +60,7 @@ def flag_value(name: str, text: str | None) -> bool:
 
 
 def integer_value(name: str, text: str | None, default: int) -> int:
+    """An integer (absent: ``default``)."""
     if text is None:
         return default
     try:
@@ -68,10 +70,12 @@ def integer_value(name: str, text: str | None, default: int) -> int:
 
 
 def byte_size_value(name: str, text: str | None) -> int | None:
+    """A size as :func:`parse_byte_size` reads it (absent: None)."""
     return None if text is None else parse_byte_size(name, text)
 
 
 def positive_value(name: str, text: str | None) -> int | None:
+    """An integer >= 1 (absent: None)."""
     if text is None:
         return None
     value = integer_value(name, text, 0)
