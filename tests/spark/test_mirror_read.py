@@ -77,3 +77,38 @@ def test_a_batch_needing_nothing_reads_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "none"
     needs = BatchNeeds(frozenset({("shop", "orders", _oid(1))}), frozenset(), frozenset())
     assert _read(missing, needs) == set()
+
+
+def test_a_row_with_a_null_key_field_is_read_only_through_what_it_has(tmp_path: Path) -> None:
+    # Not written by the sinks; still, a null must select nothing rather than everything.
+    rows = [("shop", "orders", _oid(1)), ("gone", "a", _oid(2))]
+    _mirror(tmp_path, rows)
+    nulls = pa.Table.from_pydict(
+        {
+            "db": [None, "gone", "shop"],
+            "coll": ["orders", None, "orders"],
+            "documentKey": ["{}"] * 3,
+            "fullDocument": ["{}"] * 3,
+            "_id": ["82"] * 3,
+            "clusterTime": [{"t": 1, "i": 1}] * 3,
+            "_documentId": [_oid(1), _oid(3), None],
+        },
+        schema=MIRROR_SCHEMA,
+    )
+    write_deltalake(str(tmp_path), nulls, mode="append")
+    needs = BatchNeeds(
+        keys=frozenset({("shop", "orders", _oid(1))}),
+        namespaces=frozenset({("shop", "orders")}),
+        databases=frozenset({"gone"}),
+    )
+    found = [(row.db, row.coll, row.document_id) for row in load_rows(tmp_path, needs)]
+    # The database's rows whatever their collection; the namespace's whatever their id.
+    assert sorted(found, key=repr) == sorted(
+        [
+            ("shop", "orders", _oid(1)),
+            ("gone", "a", _oid(2)),
+            ("gone", None, _oid(3)),
+            ("shop", "orders", None),
+        ],
+        key=repr,
+    )

@@ -14,7 +14,6 @@ DeltaMirror`) or in worker processes, a part of the batch each
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -128,9 +127,9 @@ def load_rows(path: Path, needs: BatchNeeds) -> list[MirrorRow]:
     # size measured (benchmarks/README.md).
     condition = _namespace_condition(needs)
     query = "SELECT * FROM mirror" + (f" WHERE {condition}" if condition else "")
-    listed = _listed_ids(needs)
+    wanted = _wanted(needs)
     found = [
-        _selected(pa.record_batch(batch).cast(MIRROR_SCHEMA), needs, listed)
+        _selected(pa.record_batch(batch).cast(MIRROR_SCHEMA), wanted)
         for batch in QueryBuilder().register("mirror", table).execute(query)
     ]
     rows = pa.Table.from_batches(found, MIRROR_SCHEMA)
@@ -152,34 +151,33 @@ def _namespace_condition(needs: BatchNeeds) -> str | None:
     return " OR ".join(clauses)
 
 
-def _listed_ids(needs: BatchNeeds) -> dict[tuple[str, str], pa.Array]:
-    """The ``_documentId``s ``needs.keys`` names, by namespace."""
-    by_namespace: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
-    for db, coll, document_id in needs.keys:
-        by_namespace[db, coll].append(document_id)
-    return {name: pa.array(ids, pa.string()) for name, ids in by_namespace.items()}
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What a batch reads, as Arrow value sets of keys joined by NUL (no namespace and no
+    Extended JSON text holds one): ``db coll _documentId``, ``db coll``, ``db``."""
+
+    documents: pa.Array
+    namespaces: pa.Array
+    databases: pa.Array
 
 
-def _selected(
-    batch: pa.RecordBatch, needs: BatchNeeds, listed: dict[tuple[str, str], pa.Array]
-) -> pa.RecordBatch:
-    """The rows of ``batch`` that ``needs`` names (``listed``: its keys' ids), exactly."""
-    dbs, colls = batch["db"], batch["coll"]
-    # Kleene logic: a null db or coll selects nothing instead of nulling the whole mask.
-    masks = [
-        pc.and_kleene(
-            pc.and_kleene(pc.equal(dbs, db), pc.equal(colls, coll)),
-            pc.is_in(batch["_documentId"], ids),
-        )
-        for (db, coll), ids in listed.items()
-    ]
-    masks += [
-        pc.and_kleene(pc.equal(dbs, db), pc.equal(colls, coll)) for db, coll in needs.namespaces
-    ]
-    masks += [pc.equal(dbs, db) for db in needs.databases]
-    mask = masks[0]
-    for more in masks[1:]:
-        mask = pc.or_kleene(mask, more)
+def _wanted(needs: BatchNeeds) -> _Wanted:
+    return _Wanted(
+        pa.array(sorted(f"{db}\0{coll}\0{i}" for db, coll, i in needs.keys), pa.string()),
+        pa.array(sorted(f"{db}\0{coll}" for db, coll in needs.namespaces), pa.string()),
+        pa.array(sorted(needs.databases), pa.string()),
+    )
+
+
+def _selected(batch: pa.RecordBatch, wanted: _Wanted) -> pa.RecordBatch:
+    """The rows of ``batch`` that ``wanted`` names, exactly: one hash lookup per row and
+    kind, however many namespaces (a null field selects nothing)."""
+    namespace = pc.binary_join_element_wise(batch["db"], batch["coll"], "\0")
+    document = pc.binary_join_element_wise(namespace, batch["_documentId"], "\0")
+    mask = pc.or_kleene(
+        pc.or_kleene(pc.is_in(document, wanted.documents), pc.is_in(namespace, wanted.namespaces)),
+        pc.is_in(batch["db"], wanted.databases),
+    )
     return batch.filter(mask)
 
 
