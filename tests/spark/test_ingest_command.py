@@ -151,3 +151,34 @@ def test_a_jvm_that_died_is_named_with_what_to_do(
     assert err.startswith("shardstream ingest: error: Spark's JVM exited during the run")
     assert "--max-bytes-per-batch" in err
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("exited", [True, False])
+def test_an_unanswered_call_is_a_dead_jvm_only_if_its_process_exited(
+    exited: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    from shardstream.spark.ingest import query, session
+
+    class Process:
+        def poll(self) -> int | None:
+            return 137 if exited else None
+
+    class Gateway:
+        proc = Process()
+
+    def unanswered(*args: Any, **kwargs: Any) -> Any:
+        raise Py4JError("An error occurred while calling o42.awaitTermination")
+
+    monkeypatch.setattr(SparkContext, "_gateway", Gateway())
+    monkeypatch.setattr(session, "spark_session", lambda master: contextlib.nullcontext())
+    monkeypatch.setattr(query, "run_ingest", unanswered)
+    assert main(["ingest", "--table", str(tmp_path), "--simulate"]) == 1
+    err = capsys.readouterr().err
+    assert ("Spark's JVM exited during the run" in err) == exited
+    assert err.startswith("shardstream ingest: error: ")

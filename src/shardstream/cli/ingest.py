@@ -220,7 +220,9 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
         return 1
     except Exception as exc:
-        if _jvm_gone(exc):
+        from shardstream.spark.ingest.session import jvm_exited
+
+        if jvm_exited(exc):
             sys.stderr.write(JVM_GONE + "\n")
             return 1
         # Spark's query errors quote the source's options (the URI among them).
@@ -250,13 +252,6 @@ JVM_GONE: Final = (
     "it, default PATH/_checkpoint): the ingest then resumes after what the tables hold. Or "
     "give the driver more memory (spark.driver.memory)"
 )
-
-
-def _jvm_gone(exc: BaseException) -> bool:
-    """Whether ``exc`` says the driver lost its JVM (py4j's connection to it failed)."""
-    from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
-
-    return isinstance(exc, ConnectionError | Py4JNetworkError)
 
 
 def spark_error_summary(text: str) -> str:

@@ -3,6 +3,8 @@
 Quiet (log4j at ERROR, no console progress bars, no UI: the ingest draws its own
 progress line), UTC everywhere, the workers on this interpreter (they must import
 shardstream and pyarrow), and few shuffle partitions: a micro-batch is small.
+:func:`jvm_exited` tells an error of a JVM that died (out of memory, killed) from one it
+raised.
 """
 
 from __future__ import annotations
@@ -89,3 +91,19 @@ def _cores(master: str) -> int:
     """The task slots a ``local[N]`` master gives (2 for anything else)."""
     inside = master.partition("[")[2].partition("]")[0].partition(",")[0]
     return int(inside) if inside.isdigit() else 2
+
+
+def jvm_exited(exc: BaseException) -> bool:
+    """Whether ``exc`` says the driver lost its JVM: py4j's connection to it failed, or a
+    call got no answer and the JVM's process has exited."""
+    from py4j.protocol import Py4JError, Py4JNetworkError  # type: ignore[import-untyped]
+    from pyspark import SparkContext
+
+    if isinstance(exc, ConnectionError | Py4JNetworkError):
+        return True
+    if not isinstance(exc, Py4JError):
+        return False
+    # A Java exception (Py4JJavaError is one) comes from a live JVM; an unanswered call
+    # may come from a dead one, which only its process can tell.
+    process = getattr(SparkContext._gateway, "proc", None)
+    return process is not None and process.poll() is not None
