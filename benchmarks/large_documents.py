@@ -16,20 +16,14 @@ megabytes per second; for a failed run, its error line and the JVM's out-of-memo
 
 from __future__ import annotations
 
-import datetime
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-import bson
-from bson.binary import Binary
-from bson.int64 import Int64
-from bson.objectid import ObjectId
-from bson.timestamp import Timestamp
+from shardstream.bench.corpus import large_document_files
 
 _RUNS = (
     ("merged, default cap", ["--partition-mode", "merged"]),
@@ -43,30 +37,6 @@ _RUNS = (
         ["--partition-mode", "merged", "--max-bytes-per-batch", "2g"],
     ),
 )
-
-
-def write_files(directory: Path, per_shard: int, size: int) -> list[str]:
-    """Two shards' oplog files (a no-op, then inserts); return their ``--shard`` flags."""
-    ui = Binary(uuid.UUID(int=7, version=4).bytes, 4)
-    wall = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    tail = {"t": Int64(1), "v": Int64(2), "wall": wall}
-    flags = []
-    for shard in range(2):
-        path = directory / f"s{shard}.bson"
-        with path.open("wb") as out:
-            out.write(
-                bson.encode(
-                    {"op": "n", "ns": "", "o": {"msg": "start"}, "ts": Timestamp(1, 1), **tail}
-                )
-            )
-            for n in range(per_shard):
-                document = {"_id": ObjectId(), "n": n, "blob": "y" * size}
-                entry = {"op": "i", "ns": "shop.big", "ui": ui, "o": document}
-                out.write(
-                    bson.encode({**entry, "ts": Timestamp(1_700_000_000 + n, shard + 1), **tail})
-                )
-        flags += ["--shard", f"s{shard}={path}"]
-    return flags
 
 
 def run(flags: list[str], extra: list[str], table: Path) -> tuple[int, float, str, str]:
@@ -99,7 +69,9 @@ def main(argv: list[str]) -> None:
     per_shard = int(argv[0]) if argv else 1_500
     size = (int(argv[1]) if len(argv) > 1 else 400) * 1000
     work = Path(tempfile.mkdtemp(prefix="shardstream-large-"))
-    flags = write_files(work, per_shard, size)
+    flags = [
+        f"--shard={part}" for part in large_document_files(work, 2, per_shard, size).split(",")
+    ]
     megabytes = 2 * per_shard * size / 1e6
     print(
         f"2 shards x {per_shard:,} inserts of {size // 1000} KB: {megabytes:,.0f} MB of documents"

@@ -9,19 +9,13 @@ event, or one window stride, at least), all batches together the stream exactly 
 
 from __future__ import annotations
 
-import datetime
-import uuid
 from pathlib import Path
 from typing import Any
 
-import bson
 import pytest
-from bson.binary import Binary
-from bson.int64 import Int64
-from bson.objectid import ObjectId
-from bson.timestamp import Timestamp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
 
+from shardstream.bench.corpus import large_document_files
 from shardstream.errors import ConfigurationError
 from shardstream.oplog import ts_index
 from shardstream.oplog.ts_index import STRIDE
@@ -38,33 +32,8 @@ BLOB = 20_000  # bytes of text per document
 
 
 def _big_files(tmp_path: Path) -> str:
-    """``SHARDS`` oplog files of ``DOCUMENTS`` inserts of ~20 KB documents each (after a
-    no-op)."""
-    ui = Binary(uuid.UUID(int=7, version=4).bytes, 4)
-    wall = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    parts = []
-    for shard in range(SHARDS):
-        path = tmp_path / f"s{shard}.bson"
-        entries = (
-            {
-                "op": "i",
-                "ns": "shop.big",
-                "ui": ui,
-                "o": {"_id": ObjectId(), "n": n, "blob": chr(97 + shard) * BLOB},
-                "ts": Timestamp(1_700_000_000 + n, shard + 1),
-                "t": Int64(1),
-                "v": Int64(2),
-                "wall": wall,
-            }
-            for n in range(DOCUMENTS)
-        )
-        # Every shard's oplog reaches back before the first event, as a real one does (a
-        # stream resumed after any event then finds its history on every shard).
-        start = {"op": "n", "ns": "", "o": {"msg": "initiating set"}, "ts": Timestamp(1, 1)}
-        start.update({"t": Int64(1), "v": Int64(2), "wall": wall})
-        path.write_bytes(b"".join(bson.encode(entry) for entry in (start, *entries)))
-        parts.append(f"s{shard}={path}")
-    return ",".join(parts)
+    """``SHARDS`` oplog files of ``DOCUMENTS`` inserts of ~20 KB documents each."""
+    return large_document_files(tmp_path, SHARDS, DOCUMENTS, BLOB)
 
 
 def _ids(batches: list[Any]) -> list[str]:

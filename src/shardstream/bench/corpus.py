@@ -121,3 +121,25 @@ def corpus_files(directory: Path, per_shard: int, shards: int = 4) -> str:
         path.write_bytes(oplog_bytes(per_shard, seed=shard))
         parts.append(f"shard{shard}={path}")
     return ",".join(parts)
+
+
+def large_document_files(directory: Path, shards: int, per_shard: int, size: int) -> str:
+    """One oplog.bson file per shard (``s<N>.bson``) of ``per_shard`` inserts of documents
+    with ``size`` bytes of text, laid out as servers before 6.0 write them (no ``o2``), after
+    a no-op at the files' common start (a stream resumed after any event finds its history
+    on every shard); return the ``NAME=PATH,...`` list naming them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ui = Binary(uuid.UUID(int=7, version=4).bytes, 4)
+    parts = []
+    for shard in range(shards):
+        path = directory / f"s{shard}.bson"
+        with path.open("wb") as out:
+            out.write(
+                bson.encode(_tail({"op": "n", "ns": "", "o": {"msg": "start"}}, Timestamp(1, 1)))
+            )
+            for n in range(per_shard):
+                document = {"_id": ObjectId(), "n": n, "blob": "y" * size}
+                entry = {"op": "i", "ns": "shop.big", "ui": ui, "o": document}
+                out.write(bson.encode(_tail(entry, Timestamp(1_700_000_000 + n, shard + 1))))
+        parts.append(f"s{shard}={path}")
+    return ",".join(parts)
