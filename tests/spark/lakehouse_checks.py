@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from shardstream.merger import MergedStream
+from shardstream.oplog.file_source import FileOplogSource
 from shardstream.sim import (
     SimulatedCluster,
     SimulationConfig,
@@ -36,6 +37,21 @@ def merged_events(result: SimulationResult, *, seed: int = 0) -> list[ChangeEven
     events: list[ChangeEvent] = []
     while not stream.exhausted:
         events += stream.next_batch(500)[0]
+    stream.close()
+    return events
+
+
+def merged_file_events(oplog: str, *, raw: bool = True) -> list[ChangeEvent]:
+    """The whole merged stream of the oplog files ``oplog`` names (``NAME=PATH,...``, the
+    source's option), read raw (the fast path where it applies) or decoded."""
+    sources = {}
+    for part in oplog.split(","):
+        name, path = part.split("=", 1)
+        sources[name] = FileOplogSource(name, path, raw_entries=raw)
+    stream = MergedStream(sources, ChangeStreamOptions())
+    events: list[ChangeEvent] = []
+    while not stream.exhausted:
+        events += stream.next_batch(1000)[0]
     stream.close()
     return events
 

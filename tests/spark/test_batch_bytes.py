@@ -24,6 +24,7 @@ from shardstream.spark.source.data_source import ShardstreamStreamReader, batch_
 from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
 from shardstream.spark.source.options import parse_options
 from shardstream.spark.source.rows import events_to_batch
+from tests.spark.lakehouse_checks import merged_file_events
 from tests.spark.test_stream_reader import _drain
 
 SHARDS = 3
@@ -107,16 +108,7 @@ def test_per_shard_windows_stay_near_the_byte_cap(
 def test_a_tasks_arrow_batches_are_cut_by_size(
     fast_path: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shardstream.merger import MergedStream
-    from shardstream.oplog.file_source import FileOplogSource
-    from shardstream.transform import ChangeStreamOptions
-
-    sources = {}
-    for part in _big_files(tmp_path).split(","):
-        name, path = part.split("=")
-        sources[name] = FileOplogSource(name, path, raw_entries=fast_path)
-    stream = MergedStream(sources, ChangeStreamOptions())
-    events = stream.next_batch(1_000)[0]
+    events = merged_file_events(_big_files(tmp_path), raw=fast_path)
     monkeypatch.setattr(partitions, "BYTES_PER_ARROW_BATCH", 5 * BLOB)
     cut = list(partitions.arrow_batches(events, relaxed=False))
     assert [batch.num_rows for batch in cut[:-1]] == [5] * (len(cut) - 1)  # 5 x 20 KB

@@ -11,8 +11,6 @@ import pytest
 
 from shardstream.bench.corpus import oplog_bytes
 from shardstream.errors import SinkError
-from shardstream.merger import MergedStream
-from shardstream.oplog.file_source import FileOplogSource
 from shardstream.spark.delta.mirror_plain import split_plain
 from shardstream.spark.delta.mirror_prepare import (
     EVENT_COLUMNS,
@@ -21,8 +19,14 @@ from shardstream.spark.delta.mirror_prepare import (
 )
 from shardstream.spark.delta.mirror_state import apply_batch
 from shardstream.spark.source.rows import EVENT_SCHEMA
-from shardstream.transform import ChangeEvent, ChangeStreamOptions
-from tests.spark.lakehouse_checks import event_batches, event_row, merged_events, simulate
+from shardstream.transform import ChangeEvent
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    event_row,
+    merged_events,
+    merged_file_events,
+    simulate,
+)
 
 
 def _whole(events: pa.Table) -> pa.Table:
@@ -36,16 +40,12 @@ def _split(events: pa.Table) -> pa.Table:
 
 
 def _corpus_events(tmp_path: Path) -> list[ChangeEvent]:
-    sources = {}
+    parts = []
     for seed in range(3):
         path = tmp_path / f"s{seed}.bson"
         path.write_bytes(oplog_bytes(1500, seed=seed))
-        sources[path.stem] = FileOplogSource(path.stem, str(path), raw_entries=True)
-    stream = MergedStream(sources, ChangeStreamOptions())
-    events: list[ChangeEvent] = []
-    while not stream.exhausted:
-        events += stream.next_batch(1000)[0]
-    return events
+        parts.append(f"{path.stem}={path}")
+    return merged_file_events(",".join(parts))
 
 
 @pytest.mark.parametrize("source", ["sim-3", "sim-8", "objectid"])

@@ -120,7 +120,7 @@ class BatchPlanner:
         self._seek(start.watermark)
         try:
             planned = self._plan(
-                start, (max_events, max_bytes), bound, until, wait_for_bound=wait_for_bound
+                start, max_events, max_bytes, bound, until, wait_for_bound=wait_for_bound
             )
             if planned.events or advance_idle_after is None:
                 return planned
@@ -132,13 +132,13 @@ class BatchPlanner:
     def _plan(
         self,
         start: StreamOffset,
-        limits: tuple[int | None, int | None],
+        max_events: int | None,
+        max_bytes: int | None,
         bound: ReadBound | None,
         until: str | None,
         *,
         wait_for_bound: bool,
     ) -> PlannedBatch:
-        max_events, max_bytes = limits
         per_shard: dict[str, int] = {}
         last_by_shard: dict[str, str] = {}
         splits: dict[str, list[str]] = {}
