@@ -10,7 +10,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 from shardstream.cluster_sync import SyncJob, SyncOptions, SyncResult
-from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet
+from shardstream.emulator import EmulatedCluster, EmulatedReplicaSet, Stall
 from shardstream.resume_token import decode_token_document
 from shardstream.sim import SimulationConfig
 from shardstream.sim.emulated_source import SimulatedSource
@@ -58,6 +58,19 @@ def sync_to_the_end(
         end = source.feed_rest()
         wait_for(lambda: applied_through(client, end) or running.error, "the sync to reach the end")
         return running
+
+
+def stop_in_the_copy(
+    source: EmulatedCluster, target: EmulatedCluster, stall_s: float = 2.0, **options: Any
+) -> None:
+    """Run a sync (one copy reader) until its second copy batch is in flight, stop it there."""
+    target.mongos.faults.add("insert", Stall(0.0))
+    target.mongos.stall_next("insert", stall_s)
+    running = RunningSync(
+        SyncOptions(source=source.uri, target=target.uri, copy_readers=1, **options)
+    )
+    wait_for(lambda: not len(target.mongos.faults) or running.error, "the held copy batch")
+    running.finish()
 
 
 def checkpoint(target: MongoClient[Any], sync_id: str = "default") -> dict[str, Any] | None:

@@ -16,15 +16,12 @@ import pytest
 from pymongo import MongoClient
 
 import shardstream
-from shardstream.cluster_sync import SyncOptions
-from shardstream.emulator import EmulatedCluster, Stall
-from tests.cluster_sync.conftest import RunningSync, checkpoint
+from shardstream.emulator import EmulatedCluster
+from tests.cluster_sync.conftest import checkpoint, stop_in_the_copy
 from tests.cluster_sync.static_source import contents, settle, static_source
-from tests.sync_thread import wait_for
 
 DOCUMENTS = 12
 BATCH = 4
-STALL_S = 2.0
 
 
 @pytest.fixture
@@ -46,25 +43,13 @@ def target() -> Iterator[EmulatedCluster]:
         yield cluster
 
 
-def _stopped_in_the_copy(source: EmulatedCluster, target: EmulatedCluster) -> None:
-    """Run a sync until its second copy batch is in flight, then stop it there."""
-    target.mongos.faults.add("insert", Stall(0.0))
-    target.mongos.stall_next("insert", STALL_S)
-    options = SyncOptions(
-        source=source.uri, target=target.uri, shard_target=True, copy_batch=BATCH, copy_readers=1
-    )
-    running = RunningSync(options)
-    wait_for(lambda: not len(target.mongos.faults) or running.error, "the held copy batch")
-    running.finish()
-
-
 def test_a_resumed_copy_replaces_a_document_whose_shard_key_value_changed(
     source: EmulatedCluster, target: EmulatedCluster
 ) -> None:
     on_source: MongoClient[Any] = MongoClient(source.uri)
     on_target: MongoClient[Any] = MongoClient(target.uri)
     with on_source, on_target:
-        _stopped_in_the_copy(source, target)
+        stop_in_the_copy(source, target, shard_target=True, copy_batch=BATCH)
         assert (checkpoint(on_target) or {}).get("phase") == "copy"
         copied = on_target.shop.orders.find_one({"_id": 1})
         assert copied is not None

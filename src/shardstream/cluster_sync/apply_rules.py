@@ -63,6 +63,8 @@ class CrudWrite:
         model: the pymongo write.
         token: the event's resume token (named in conflict reports).
         transaction: ``(lsid bytes, txnNumber)`` of the event's transaction, or None.
+        replaced: ``(documentKey, fullDocument)`` of an insert or replace, for addressing
+            it by the target's own shard key (:mod:`.target_shard_key`); else None.
     """
 
     target: Namespace
@@ -70,6 +72,7 @@ class CrudWrite:
     model: WriteModel
     token: Mapping[str, Any]
     transaction: tuple[bytes, int] | None
+    replaced: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,14 +105,17 @@ def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite 
     key = _required(event, "documentKey")
     target = namespaces.target(db, coll)
     model: WriteModel
+    replaced = None
     if kind in ("insert", "replace"):
-        model = ReplaceOne(dict(key), _required(event, "fullDocument"), upsert=True)
+        document = _required(event, "fullDocument")
+        model = ReplaceOne(dict(key), document, upsert=True)
+        replaced = (key, document)
     elif kind == "update":
         model = UpdateOne(dict(key), update_of(event), upsert=False)
     else:
         model = DeleteOne(dict(key))
     route = bson.encode({"_id": key.get("_id")})
-    return CrudWrite(target, route, model, event["_id"], transaction_of(event))
+    return CrudWrite(target, route, model, event["_id"], transaction_of(event), replaced)
 
 
 def update_of(event: Mapping[str, Any]) -> Any:

@@ -30,6 +30,11 @@ from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
+from shardstream.cluster_sync.target_shard_key import (
+    SHARD_KEY_NOT_FOUND,
+    TargetShardKeys,
+    addressed_models,
+)
 from shardstream.cluster_sync.writer_lanes import SegmentItem, plan_lanes, run_lanes
 from shardstream.errors import ShardstreamError
 from shardstream.resume_token import ResumeToken
@@ -83,6 +88,7 @@ class BatchApplier:
         self._retry_for_s = retry_for_s
         self._pool = ThreadPoolExecutor(writers, thread_name_prefix="shardstream-writer")
         self._collections: dict[Namespace, Collection[Any]] = {}
+        self._shard_keys = TargetShardKeys(client)
         self.conflicts = 0  # writes skipped or overwritten under the conflict policy
 
     def close(self) -> None:
@@ -102,6 +108,8 @@ class BatchApplier:
         Replayed over later writes instead, a rename with ``dropTarget`` would drop the
         renamed collection for one recreated by the replayed writes to its old name.
         """
+        if not self._shard_keys.read:
+            self._retrying(self._shard_keys.refresh)
         segment: list[SegmentItem] = []
         before: Mapping[str, Any] | None = None  # the token of the last item applied
         position = 0
@@ -129,6 +137,7 @@ class BatchApplier:
                         shard_target=self._shard_target,
                     )
                 )
+                self._retrying(self._shard_keys.refresh)  # e.g. shardCollection applied
                 before = item.event["_id"]
                 if checkpoint is not None:
                     checkpoint(before)
@@ -164,44 +173,55 @@ class BatchApplier:
         start = 0
         while start < len(writes):
             chunk = writes[start:]
+            fields = self._shard_keys.fields(target)
+            models, owners = addressed_models(chunk, fields)
             try:
-                self._retrying(partial(collection.bulk_write, [w.model for w in chunk]))
+                self._retrying(partial(collection.bulk_write, models))
                 return
             except BulkWriteError as exc:
-                index, key = self._conflict(target, chunk, exc)
+                index = owners[int(exc.details["writeErrors"][0]["index"])]
+                if self._readdressed(target, fields, exc):
+                    start += index  # everything before it was applied, in order
+                    continue
+                key = self._conflict(target, chunk[index], exc)
                 if self._on_conflict == "overwrite":
                     self._retrying(partial(collection.delete_many, key))
                     start += index  # the refused write goes again, now unopposed
                 else:
                     start += index + 1
 
-    def _conflict(
-        self, target: Namespace, chunk: list[CrudWrite], exc: BulkWriteError
-    ) -> tuple[int, dict[str, Any]]:
+    def _readdressed(self, target: Namespace, fields: tuple[str, ...], exc: BulkWriteError) -> bool:
+        """Whether the target refused an upsert for its shard key, which is not ``fields``
+        (the key the writes were addressed by) any more."""
+        if exc.details["writeErrors"][0].get("code") != SHARD_KEY_NOT_FOUND:
+            return False
+        self._retrying(self._shard_keys.refresh)
+        return self._shard_keys.fields(target) != fields
+
+    def _conflict(self, target: Namespace, write: CrudWrite, exc: BulkWriteError) -> dict[str, Any]:
         error = exc.details["writeErrors"][0]
-        index = int(error["index"])
         key = dict(error.get("keyValue") or {})
         if error.get("code") != DUPLICATE_KEY or self._on_conflict == "fail" or not key:
             raise SyncConflict(
                 f"the target refused a write to {target[0]}.{target[1]}: error "
                 f"{error.get('code')} on key {key or error.get('errmsg')!r} "
-                f"(event token {dict(chunk[index].token)!r}); pass --on-conflict overwrite "
+                f"(event token {dict(write.token)!r}); pass --on-conflict overwrite "
                 "or skip to go on"
             ) from exc
         self.conflicts += 1
-        return index, key
+        return key
 
     def _transaction(self, writes: list[CrudWrite]) -> None:
-        # The namespace group being written: a BulkWriteError's index counts in it, not
-        # in the whole transaction, so a conflict is reported with the refused write.
-        current: list[tuple[Namespace, list[CrudWrite]]] = []
+        # The namespace group being written, with each model's write: a BulkWriteError's
+        # index counts in it, so a conflict is reported with the refused write.
+        current: list[tuple[Namespace, list[CrudWrite], tuple[str, ...], list[int]]] = []
 
         def body(session: ClientSession) -> None:
             for target, group in _by_namespace(writes):
-                current[:] = [(target, group)]
-                self._collection(target).bulk_write(
-                    [w.model for w in group], ordered=True, session=session
-                )
+                fields = self._shard_keys.fields(target)
+                models, owners = addressed_models(group, fields)
+                current[:] = [(target, group, fields, owners)]
+                self._collection(target).bulk_write(models, ordered=True, session=session)
 
         def run() -> None:
             with self._client.start_session() as session:
@@ -210,9 +230,13 @@ class BatchApplier:
         try:
             self._retrying(run)
         except BulkWriteError as exc:
+            target, group, fields, owners = current[0]  # set before a bulk write fails
+            if self._readdressed(target, fields, exc):
+                self._transaction(writes)  # again, addressed by the target's new shard key
+                return
             if self._on_conflict == "fail":
-                target, group = current[0] if current else (writes[0].target, writes)
-                self._conflict(target, group, exc)
+                write = group[owners[int(exc.details["writeErrors"][0]["index"])]]
+                self._conflict(target, write, exc)
             # Under a conflict policy the transaction's writes go one by one instead.
             for target, group in _by_namespace(writes):
                 self._bulk(target, group)

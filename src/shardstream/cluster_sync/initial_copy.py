@@ -19,13 +19,15 @@ its key, instead of per batch), all before phase 2.  A collection sharded on the
 sharded alike on the target before its documents arrive with ``shard_target``, else
 reported as landing unsharded (:mod:`~shardstream.cluster_sync.shard_target`).
 
-A document already on the target (copied before a restart) is replaced by ``_id`` and shard
-key.  On a sharded target that is not enough when the source changed the document's shard
-key value since: its old copy keeps the old value, so the new version lands in another
-chunk, where the insert succeeds beside it (another shard) or the upsert by the new key
-misses it and hits its ``_id`` (the same shard).  So where the target held documents before
-the copy began, each batch first looks its ``_id``s up on every shard and deletes by ``_id``
-alone the copies whose key value differs.
+A document already on the target (copied before a restart) is replaced by ``_id`` and the
+target's shard key (its own, read from its catalog after the sharding above: the source's
+with ``shard_target``, whatever its owner chose without).  On a sharded target that is not
+enough when the source changed the document's shard key value since: its old copy keeps
+the old value, so the new version lands in another chunk, where the insert succeeds beside
+it (another shard) or the upsert by the new key misses it and hits its ``_id`` (the same
+shard).  So where the target held documents before the copy began, each batch first looks
+its ``_id``s up on every shard and deletes by ``_id`` alone the copies whose key value
+differs.
 """
 
 from __future__ import annotations
@@ -50,11 +52,7 @@ from pymongo.write_concern import WriteConcern
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
-from shardstream.cluster_sync.shard_target import (
-    ShardedCollection,
-    sharded_collections,
-    unsharded_notice,
-)
+from shardstream.cluster_sync.shard_target import sharded_collections, unsharded_notice
 from shardstream.cluster_sync.source_catalog import (
     RAW_DOCUMENTS,
     SourceCollection,
@@ -68,6 +66,7 @@ from shardstream.cluster_sync.target_catalog import (
     shard_like_source,
 )
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
+from shardstream.cluster_sync.target_shard_key import key_values, target_shard_keys
 
 COPY_BATCH: Final = 1000
 # A collection is split once it holds two ranges of this many documents (the estimate).
@@ -135,12 +134,16 @@ def copy_collections(
     for collection in collections:
         create_like_source(target, namespaces, collection)
         placement = sharded.get(collection.ns)
-        if placement is None:
-            continue
-        if shard_target:
+        if placement is not None and shard_target:
             shard_like_source(target, namespaces, collection, placement)
-        elif report is not None:
-            report(unsharded_notice(placement, namespaces.target(*collection.ns)))
+    # The target's own keys address the copy's upserts: the source's, with shard_target;
+    # whatever its owner chose, without.
+    target_keys = retrying(partial(target_shard_keys, target), retry_for_s)
+    for collection in collections:
+        placement = sharded.get(collection.ns)
+        landed = namespaces.target(*collection.ns)
+        if placement is not None and landed not in target_keys and report is not None:
+            report(unsharded_notice(placement, landed))
     most = readers * RANGES_PER_READER if readers > 1 else 1
 
     def split(collection: SourceCollection) -> list[tuple[SourceCollection, dict[str, Any]]]:
@@ -150,7 +153,7 @@ def copy_collections(
         return [(collection, f) for f in ranges]
 
     copied = [c for c in collections if c.kind == "collection"]
-    keys = {c.ns: _target_shard_key(sharded.get(c.ns), shard_target) for c in copied}
+    keys = {c.ns: target_keys.get(namespaces.target(*c.ns), ()) for c in copied}
     # Decided before this run writes anything: only an earlier run's documents (or data
     # copied into under --on-conflict) can hold an old shard key value.
     moved = {
@@ -217,11 +220,6 @@ def _copy_documents(
                 return
 
 
-def _target_shard_key(placement: ShardedCollection | None, shard_target: bool) -> tuple[str, ...]:
-    """The fields of the target collection's shard key (none when it stays unsharded)."""
-    return tuple(placement.key) if placement is not None and shard_target else ()
-
-
 def _retried_insert(
     writer: Any,
     batch: list[RawBSONDocument],
@@ -244,21 +242,9 @@ def _movable(shard_key: tuple[str, ...]) -> bool:
     return any(path.split(".")[0] != "_id" for path in shard_key)
 
 
-def _key_values(document: Mapping[str, Any], shard_key: tuple[str, ...]) -> dict[str, Any]:
-    """The shard key's values; a missing field is null, as the shard key's value of such a
-    document is."""
-    found: dict[str, Any] = {}
-    for path in shard_key:
-        value: Any = document
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, Mapping) else None
-        found[path] = value
-    return found
-
-
 def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, Any]:
     """``_id`` and the shard key's values: mongos refuses an upsert without the whole key."""
-    return {"_id": document["_id"], **_key_values(document, shard_key)}
+    return {"_id": document["_id"], **key_values(document, shard_key)}
 
 
 def _remove_moved(writer: Any, batch: list[RawBSONDocument], shard_key: tuple[str, ...]) -> None:
@@ -270,7 +256,7 @@ def _remove_moved(writer: Any, batch: list[RawBSONDocument], shard_key: tuple[st
     """
 
     def key_of(document: Mapping[str, Any]) -> bytes:
-        return bson.encode(_key_values(document, shard_key))
+        return bson.encode(key_values(document, shard_key))
 
     wanted = {bson.encode({"_id": d["_id"]}): key_of(d) for d in batch}
     ids = {"_id": {"$in": [d["_id"] for d in batch]}}

@@ -23,7 +23,7 @@ topology is its owner's choice), and the copy says so once per collection.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from pymongo import MongoClient
@@ -57,15 +57,18 @@ def sharded_collections(
 
     A replica-set source has no ``config.collections`` and gives none.
     """
-    catalog = source.config.get_collection("collections", read_concern=ReadConcern("majority"))
-    found: dict[Namespace, ShardedCollection] = {}
+    return {c.ns: c for c in catalog_collections(source) if namespaces.in_scope(*c.ns)}
+
+
+def catalog_collections(client: MongoClient[Any]) -> Iterator[ShardedCollection]:
+    """Every sharded collection ``config.collections`` of ``client`` (a mongos) lists."""
+    catalog = client.config.get_collection("collections", read_concern=ReadConcern("majority"))
     for entry in catalog.find({"dropped": {"$ne": True}, "unsplittable": {"$ne": True}}):
         db, _, name = str(entry["_id"]).partition(".")
-        if name and namespaces.in_scope(db, name):
-            found[(db, name)] = ShardedCollection(
+        if name:
+            yield ShardedCollection(
                 (db, name), dict(entry["key"]), bool(entry.get("unique", False))
             )
-    return found
 
 
 def shard_collection(

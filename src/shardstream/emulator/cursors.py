@@ -1,8 +1,8 @@
 """Emulator: server-side cursors and the small query-filter subset they evaluate.
 
 Filters support equality (dotted paths included), ``$eq``, ``$ne``, ``$gt``, ``$gte``,
-``$lt``, ``$lte``, ``$in``, ``$nin``, ``$exists``, top-level ``$and`` and ``$expr`` (with
-the expressions of :mod:`~shardstream.emulator.update_pipeline`); anything else is refused
+``$lt``, ``$lte``, ``$in``, ``$nin``, ``$exists``, top-level ``$and``, ``$or`` and ``$expr``
+(with the expressions of :mod:`~shardstream.emulator.update_pipeline`); anything else is refused
 with ``BadValue`` rather than silently matching, so a test never passes by accident.
 ``$gt``-style operators compare within the operand's type bracket only, as the server's
 match language does (``$expr`` compares across brackets, as aggregation does); a sort
@@ -91,6 +91,10 @@ def matches(doc: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
     for key, expected in query.items():
         if key == "$and":
             if not all(matches(doc, part) for part in expected):
+                return False
+            continue
+        if key == "$or":
+            if not any(matches(doc, part) for part in expected):
                 return False
             continue
         if key == "$expr":

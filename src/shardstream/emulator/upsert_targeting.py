@@ -1,0 +1,120 @@
+"""Emulator: mongos refuses an upsert into a sharded collection it cannot target by shard key.
+
+mongos routes an upsert by the shard key it extracts from the query alone, never from a
+replacement document: targeted by the replacement, an upsert could insert on one shard
+while the document it should have matched lives on another.  So before 7.1 an upsert whose
+query lacks an equality on every field of the shard key fails, each such operation with a
+write error ``ShardKeyNotFound`` (61), "Failed to target upsert by query :: could not
+extract exact shard key", while the batch's other operations go on as an ordered or
+unordered batch does.  From 7.1 (wire version 22, ``updateOneWithoutShardKey``) mongos
+targets such an upsert by a two-phase write instead, and takes it.
+
+An equality is ``{field: value}`` or ``{field: {$eq: value}}`` on the key's path (dotted
+for a nested field) or on a parent of it whose value holds the field; ``null`` counts, as a
+document without the field has a null shard key value.  An array or a regular expression is
+no exact value.  The emulated mongos checks this against its catalog
+(:mod:`~shardstream.emulator.sharding_commands`); the documents still all live on the
+primary shard.
+
+See also src/mongo/s/collection_routing_info_targeter.cpp (``targetUpdate``) and
+jstests/sharding/upsert_sharded.js.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from bson.regex import Regex
+
+Body = dict[str, Any]
+Handler = Callable[[Body], Body]
+SHARD_KEY_NOT_FOUND: Final = 61
+FIRST_WIRE_VERSION_WITHOUT_KEY: Final = 22  # 7.1
+_REFUSED: Final = "Failed to target upsert by query :: could not extract exact shard key"
+
+
+def upsert_targeting(
+    forward: Handler, sharded: Callable[[str], Body | None], wire_version: int
+) -> Handler:
+    """``forward`` (mongos's ``update``) behind the check; unchanged from 7.1 on."""
+    if wire_version >= FIRST_WIRE_VERSION_WITHOUT_KEY:
+        return forward
+
+    def update(body: Body) -> Body:
+        entry = sharded(f"{body.get('$db')}.{body.get('update')}")
+        specs = body.get("updates")
+        if entry is None or not isinstance(specs, list):
+            return forward(body)
+        refused = [
+            n
+            for n, spec in enumerate(specs)
+            if isinstance(spec, Mapping)
+            and spec.get("upsert")
+            and not exact_shard_key(spec.get("q") or {}, entry["key"])
+        ]
+        if not refused:
+            return forward(body)
+        return _partly_refused(forward, body, specs, refused)
+
+    return update
+
+
+def exact_shard_key(query: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
+    """Whether ``query`` holds an exact value for every field of the shard key ``key``."""
+    return all(_exact_value(query, path) for path in key)
+
+
+def _exact_value(query: Mapping[str, Any], path: str) -> bool:
+    # The path's own equality, or a parent's ({a: {b: 1}} gives a.b), as mongos finds it.
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:cut])
+        if prefix not in query:
+            continue
+        value = query[prefix]
+        if isinstance(value, Mapping) and any(str(name).startswith("$") for name in value):
+            if list(value) != ["$eq"]:
+                return False
+            value = value["$eq"]
+        for part in parts[cut:]:
+            if not isinstance(value, Mapping) or part not in value:
+                return False
+            value = value[part]
+        return not isinstance(value, list | Regex | re.Pattern)
+    return False
+
+
+def _partly_refused(forward: Handler, body: Body, specs: list[Any], refused: list[int]) -> Body:
+    """Forward what mongos would still send, then add the refused operations' errors.
+
+    Ordered, the batch stops at the first refused operation (or at an earlier write error
+    of the shard); unordered, every other operation is sent.
+    """
+    ordered = body.get("ordered", True) is not False
+    kept = (
+        list(range(refused[0]))
+        if ordered
+        else [n for n in range(len(specs)) if n not in set(refused)]
+    )
+    reply: Body = {"n": 0, "nModified": 0, "ok": 1.0}
+    if kept:
+        reply = dict(forward({**body, "updates": [specs[n] for n in kept]}))
+        if reply.get("ok") != 1:
+            return reply
+    errors = [{**error, "index": kept[error["index"]]} for error in reply.get("writeErrors", [])]
+    if "upserted" in reply:
+        reply["upserted"] = [{**u, "index": kept[u["index"]]} for u in reply["upserted"]]
+    if not (ordered and errors):
+        errors.extend(
+            {
+                "index": n,
+                "code": SHARD_KEY_NOT_FOUND,
+                "codeName": "ShardKeyNotFound",
+                "errmsg": _REFUSED,
+            }
+            for n in (refused[:1] if ordered else refused)
+        )
+    reply["writeErrors"] = sorted(errors, key=lambda error: int(error["index"]))
+    return reply
