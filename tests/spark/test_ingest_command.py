@@ -76,6 +76,8 @@ def test_oplog_files_join_as_one_option() -> None:
         (["--simulate", "--max-bytes-per-batch", "lots"], "expected --max-bytes-per-batch as a"),
         (["--simulate", "--max-bytes-per-batch", "0k"], "expected --max-bytes-per-batch as a"),
         (["--simulate", "--mirror-workers", "-1"], "expected --mirror-workers N with N >= 0"),
+        (["--simulate", "--driver-memory", "lots"], "expected --driver-memory as a size"),
+        (["--simulate", "--driver-memory", "300m"], "expected --driver-memory of at least 512m"),
         (["--simulate", "--show-raw-update-description"], "a replay-only server flag"),
     ],
 )
@@ -144,7 +146,7 @@ def test_a_jvm_that_died_is_named_with_what_to_do(
     def dying(*args: Any, **kwargs: Any) -> Any:
         raise error
 
-    monkeypatch.setattr(session, "spark_session", lambda master: contextlib.nullcontext())
+    monkeypatch.setattr(session, "spark_session", lambda master, **_: contextlib.nullcontext())
     monkeypatch.setattr(query, "run_ingest", dying)
     assert main(["ingest", "--table", str(tmp_path), "--simulate"]) == 1
     err = capsys.readouterr().err
@@ -176,9 +178,34 @@ def test_an_unanswered_call_is_a_dead_jvm_only_if_its_process_exited(
         raise Py4JError("An error occurred while calling o42.awaitTermination")
 
     monkeypatch.setattr(SparkContext, "_gateway", Gateway())
-    monkeypatch.setattr(session, "spark_session", lambda master: contextlib.nullcontext())
+    monkeypatch.setattr(session, "spark_session", lambda master, **_: contextlib.nullcontext())
     monkeypatch.setattr(query, "run_ingest", unanswered)
     assert main(["ingest", "--table", str(tmp_path), "--simulate"]) == 1
     err = capsys.readouterr().err
     assert ("Spark's JVM exited during the run" in err) == exited
     assert err.startswith("shardstream ingest: error: ")
+
+
+def test_driver_memory_reaches_the_session_in_whole_mebibytes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from shardstream.errors import ShardstreamError
+    from shardstream.spark.ingest import query, session
+
+    seen: dict[str, Any] = {}
+
+    def recording(master: str, **kwargs: Any) -> Any:
+        seen.update(kwargs, master=master)
+        return contextlib.nullcontext()
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        raise ShardstreamError("stopped by the test")
+
+    monkeypatch.setattr(session, "spark_session", recording)
+    monkeypatch.setattr(query, "run_ingest", stop)
+    argv = ["ingest", "--table", str(tmp_path), "--simulate", "--master", "local[1]"]
+    assert main([*argv, "--driver-memory", "2g"]) == 1
+    assert seen == {"master": "local[1]", "driver_memory": "2048m"}
+    assert main(argv) == 1
+    assert seen["driver_memory"] is None  # Spark's own default
+    assert "stopped by the test" in capsys.readouterr().err

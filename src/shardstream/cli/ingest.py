@@ -30,6 +30,9 @@ DEFAULT_MAX_EVENTS_PER_BATCH: Final = 10_000
 # of 256 MiB of 400 KB documents ran the local JVM out of heap, 64 MiB went through
 # (benchmarks/README.md, "Large documents"; spark/source/option_values.py).
 DEFAULT_MAX_BYTES_PER_BATCH: Final = 64 << 20
+# Spark's driver refuses to start below 450 MiB of heap ("System memory ... must be at
+# least 471859200"); the next round size, so the refusal is ours and says what to do.
+MIN_DRIVER_MEMORY: Final = 512 << 20
 # Test hook (kill tests): "<point>:<batch id>", e.g. "between-commits:2".
 CRASH_ENV: Final = "SHARDSTREAM_CRASH_AT_FOR_TEST"
 # A Python error line in a traceback, e.g. "shardstream.errors.OplogError: ..." (the
@@ -103,6 +106,13 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     ingest.add_argument("--checkpoint", metavar="DIR", help="default: PATH/_checkpoint")
     ingest.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    ingest.add_argument(
+        "--driver-memory",
+        metavar="SIZE",
+        help="the Spark driver's JVM heap (spark.driver.memory), as bytes or with k, m or g, "
+        f"at least {format_byte_size(MIN_DRIVER_MEMORY)}; in local mode the tasks run in it "
+        "too (default: Spark's, 1g)",
+    )
     ingest.add_argument(
         "--trigger-interval", default="1 second", help="live input: micro-batch interval"
     )
@@ -183,10 +193,28 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
+def driver_memory(text: str | None) -> str | None:
+    """``--driver-memory`` as Spark reads ``spark.driver.memory`` (whole MiB), or None.
+
+    Raises:
+        ConfigurationError: not a size, or below what Spark starts with.
+    """
+    if text is None:
+        return None
+    size = parse_byte_size("--driver-memory", text)
+    if size < MIN_DRIVER_MEMORY:
+        raise ConfigurationError(
+            f"expected --driver-memory of at least {format_byte_size(MIN_DRIVER_MEMORY)} "
+            f"(Spark refuses to start with less than 450m), got {text!r:.40}"
+        )
+    return f"{size >> 20}m"
+
+
 def _run_ingest_command(args: argparse.Namespace) -> int:
     """Run ``ingest``; errors end it with exit code 1 and one line on stderr."""
     try:
         options = source_options(args)
+        memory = driver_memory(args.driver_memory)
         crash = _crash_point(os.environ.get(CRASH_ENV))
         from shardstream.spark.ingest.progress import IngestProgress
         from shardstream.spark.ingest.query import IngestSettings, run_ingest
@@ -214,7 +242,7 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        with spark_session(args.master) as spark:
+        with spark_session(args.master, driver_memory=memory) as spark:
             totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")
@@ -250,7 +278,7 @@ JVM_GONE: Final = (
     "batch it has planned exactly as planned, so to cut it smaller, rerun with a lower "
     "--max-bytes-per-batch (or --max-events-per-batch) and without the checkpoint (remove "
     "it, default PATH/_checkpoint): the ingest then resumes after what the tables hold. Or "
-    "give the driver more memory (spark.driver.memory)"
+    "give the driver more memory (--driver-memory; Spark's default is 1g)"
 )
 
 

@@ -29,13 +29,17 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 
 @contextlib.contextmanager
-def spark_session(master: str, *, app_name: str = "shardstream-ingest") -> Iterator[Any]:
+def spark_session(
+    master: str, *, app_name: str = "shardstream-ingest", driver_memory: str | None = None
+) -> Iterator[Any]:
     """A SparkSession for an ingest: the active one if there is one, else a new one.
 
-    Only a session started here is stopped on exit (a caller's own session, e.g. a test
-    suite's, stays up).  The caller's session counts from any thread: pyspark's "active"
-    session is per thread, and a command run on a worker thread would otherwise take the
-    caller's session from ``getOrCreate`` as its own and stop it.
+    ``driver_memory`` (``spark.driver.memory``, e.g. ``"2048m"``) applies to a new one
+    only: a running JVM keeps its heap.  Only a session started here is stopped on exit
+    (a caller's own session, e.g. a test suite's, stays up).  The caller's session counts
+    from any thread: pyspark's "active" session is per thread, and a command run on a
+    worker thread would otherwise take the caller's session from ``getOrCreate`` as its own
+    and stop it.
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -43,19 +47,23 @@ def spark_session(master: str, *, app_name: str = "shardstream-ingest") -> Itera
     if SparkContext._active_spark_context is not None:
         yield SparkSession.active()
         return
-    session = build_session(master, app_name=app_name)
+    session = build_session(master, app_name=app_name, driver_memory=driver_memory)
     try:
         yield session
     finally:
         session.stop()
 
 
-def build_session(master: str, *, app_name: str = "shardstream-ingest") -> Any:
+def build_session(
+    master: str, *, app_name: str = "shardstream-ingest", driver_memory: str | None = None
+) -> Any:
     """Start a SparkSession for an ingest (or get the running one, as ``getOrCreate``).
 
     Args:
         master: Spark's master URL, e.g. ``local[2]`` or ``local[*]``.
         app_name: the Spark application name.
+        driver_memory: ``spark.driver.memory`` for the JVM this starts (None: Spark's
+            default, 1g); pyspark passes it to the JVM it launches.
     """
     from pyspark.sql import SparkSession
 
@@ -70,8 +78,11 @@ def build_session(master: str, *, app_name: str = "shardstream-ingest") -> Any:
     log4j = config_dir / "log4j2.properties"
     log4j.write_text(_LOG4J)
     cores = _cores(master)
+    builder = SparkSession.builder
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     session = (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
