@@ -106,6 +106,24 @@ def test_match_comparisons_stay_in_their_type_bracket_and_expr_crosses_them(
     assert crossing == {bson.encode({"_id": v}) for v in MIXED_IDS if server_compare(v, 2) >= 0}
 
 
+def test_equality_is_the_servers_across_types(
+    cluster: EmulatedCluster, client_factory: ClientFactory
+) -> None:
+    values = [1, 1.0, Int64(1), True, "1", {"a": True}, {"a": 1}, float("nan")]
+    cluster.shards[0].load_collection("db.c", [{"_id": n, "v": v} for n, v in enumerate(values)])
+    coll = client_factory(cluster.uri).db.c
+
+    def ids(query: dict[str, Any]) -> list[int]:
+        return sorted(d["_id"] for d in coll.find(query))
+
+    assert ids({"v": 1}) == [0, 1, 2]  # numbers by value, never the bool
+    assert ids({"v": True}) == [3]
+    assert ids({"v": {"$in": [True, "1"]}}) == [3, 4]
+    assert ids({"v": {"$ne": 1}}) == [3, 4, 5, 6, 7]
+    assert ids({"v": {"a": 1.0}}) == [6]
+    assert ids({"v": float("nan")}) == [7]
+
+
 def test_expr_ranges_split_any_ids_exactly_once(
     cluster: EmulatedCluster, client_factory: ClientFactory
 ) -> None:

@@ -57,9 +57,13 @@ def _compare(value: Any, op: str, operand: Any) -> bool:
 
 
 def _equals(value: Any, operand: Any) -> bool:
+    # The server's equality: numbers by value across int, long, double and decimal, but
+    # never across brackets (Python takes True == 1), and NaN equal to NaN.
     if value is MISSING:
         return operand is None
-    return bool(value == operand)
+    if type(value) is type(operand) and not isinstance(value, float | Mapping | list):
+        return bool(value == operand)
+    return sort_key(value) == sort_key(operand)
 
 
 def _match_operator(value: Any, op: str, operand: Any) -> bool:
