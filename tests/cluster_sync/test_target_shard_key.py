@@ -21,10 +21,11 @@ from pymongo.operations import DeleteOne, ReplaceOne
 import shardstream
 from shardstream.cluster_sync import SyncOptions
 from shardstream.cluster_sync.apply_rules import CrudWrite, plan_event
+from shardstream.cluster_sync.batch_applier import BatchApplier, SyncConflict
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.target_shard_key import TargetShardKeys, addressed_models
 from shardstream.emulator import EmulatedCluster
-from shardstream.emulator.upsert_targeting import SHARD_KEY_NOT_FOUND
+from shardstream.emulator.upsert_targeting import SHARD_KEY_NOT_FOUND, exact_shard_key
 from tests.cluster_sync.conftest import (
     RunningSync,
     applied_through,
@@ -138,26 +139,32 @@ def test_a_resumed_copy_upserts_by_the_target_shard_key(
         assert contents(on_target, "shop", "orders") == contents(on_source, "shop", "orders")
 
 
+def _planned(*events: dict[str, Any]) -> list[CrudWrite]:
+    """CRUD events on ``shop.orders`` (tokens ``t0``, ``t1`` ... in order) as planned writes."""
+    ns = {"db": "shop", "coll": "orders"}
+    planned = [
+        plan_event({**e, "ns": ns, "_id": {"_data": f"t{n}"}}, NamespaceMap())
+        for n, e in enumerate(events)
+    ]
+    writes = [w for w in planned if isinstance(w, CrudWrite)]
+    assert len(writes) == len(events)
+    return writes
+
+
+def _insert(document: dict[str, Any], **key: Any) -> dict[str, Any]:
+    key = {"_id": document["_id"], **key}
+    return {"operationType": "insert", "documentKey": key, "fullDocument": document}
+
+
 def test_each_write_is_addressed_and_its_models_traced_back_to_it(
     target: EmulatedCluster,
 ) -> None:
-    ns = {"db": "shop", "coll": "orders"}
-    events: list[dict[str, Any]] = [
+    writes = _planned(
         {"operationType": "delete", "documentKey": {"_id": 1}},
-        {
-            "operationType": "insert",
-            "documentKey": {"_id": 2},
-            "fullDocument": {"_id": 2, "region": "eu"},
-        },
-        {
-            "operationType": "insert",
-            "documentKey": {"_id": 3, "region": "us"},
-            "fullDocument": {"_id": 3},
-        },
-    ]
-    crud = [plan_event({**e, "ns": ns, "_id": {}}, NamespaceMap()) for e in events]
-    assert all(isinstance(w, CrudWrite) for w in crud)
-    writes = [w for w in crud if isinstance(w, CrudWrite)]
+        _insert({"_id": 2, "region": "eu"}),
+        _insert({"_id": 3}, region="us"),  # its documentKey holds the target's key already
+        {"operationType": "replace", **_insert({"_id": 2, "region": "us"})},
+    )
     client: MongoClient[Any] = MongoClient(target.uri)
     with client:
         keys = TargetShardKeys(client)
@@ -165,11 +172,85 @@ def test_each_write_is_addressed_and_its_models_traced_back_to_it(
         assert keys.fields(("shop", "orders")) == ("region",)
         assert keys.fields(("shop", "other")) == ()
     models, owners = addressed_models(writes, ("region",))
-    assert owners == [0, 1, 1, 2]
+    # The first run's delete goes ahead of it; _id 2 again starts a second run.
     assert models == [
+        DeleteOne({"_id": 2, "region": {"$ne": "eu"}}),
         DeleteOne({"_id": 1}),
-        DeleteOne({"_id": 2, "$or": [{"region": {"$ne": "eu"}}]}),
-        ReplaceOne({"_id": 2, "region": "eu"}, {"_id": 2, "region": "eu"}, upsert=True),
-        writes[2].model,  # its documentKey holds the target's key already
+        ReplaceOne({"_id": 2, "region": {"$eq": "eu"}}, {"_id": 2, "region": "eu"}, upsert=True),
+        writes[2].model,
+        DeleteOne({"_id": 2, "region": {"$ne": "us"}}),
+        ReplaceOne({"_id": 2, "region": {"$eq": "us"}}, {"_id": 2, "region": "us"}, upsert=True),
     ]
-    assert addressed_models(writes, ()) == ([w.model for w in writes], [0, 1, 2])
+    assert owners == [0, 0, 1, 2, 3, 3]
+    assert addressed_models(writes, ()) == ([w.model for w in writes], [0, 1, 2, 3])
+
+
+def test_a_target_key_is_addressed_by_its_own_paths_alone() -> None:
+    # Source sharded on a.b, target on a: the source's dotted field stays out of the query
+    # (mongos finds no shard key in a query with both a and a.b).
+    (write,) = _planned(_insert({"_id": 1, "a": {"b": 5, "c": 1}}, **{"a.b": 5}))
+    models, _ = addressed_models([write], ("a",))
+    assert models[1] == ReplaceOne(
+        {"_id": 1, "a": {"$eq": {"b": 5, "c": 1}}}, {"_id": 1, "a": {"b": 5, "c": 1}}, upsert=True
+    )
+    assert exact_shard_key(models[1]._filter, {"a": 1})
+
+
+def test_from_fcv_7_1_upserts_need_no_target_key() -> None:
+    with EmulatedCluster(shards=2, max_wire_version=25) as cluster:
+        cluster.shard_collection("shop.orders", REGION)
+        client: MongoClient[Any] = MongoClient(cluster.uri)
+        with client:
+            keys = TargetShardKeys(client)
+            keys.refresh()
+            assert keys.fields(("shop", "orders")) == ()
+
+
+def test_a_conflict_among_addressed_writes_names_its_own_event(target: EmulatedCluster) -> None:
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
+        client.shop.orders.create_index("email", unique=True)
+        client.shop.orders.insert_one({"_id": 99, "region": "eu", "email": "x"})
+        writes = _planned(
+            _insert({"_id": 1, "region": "eu", "email": "a"}),
+            _insert({"_id": 2, "region": "us", "email": "x"}),  # email taken by _id 99
+            _insert({"_id": 3, "region": "ap", "email": "c"}),
+        )
+        failing = BatchApplier(client, NamespaceMap(), writers=1)
+        try:
+            with pytest.raises(SyncConflict, match="'_data': 't1'"):
+                failing.apply(writes)
+        finally:
+            failing.close()
+        overwriting = BatchApplier(client, NamespaceMap(), writers=1, on_conflict="overwrite")
+        try:
+            overwriting.apply(writes)
+        finally:
+            overwriting.close()
+        assert overwriting.conflicts == 1
+        assert _each_once(client) == [1, 2, 3]
+
+
+def test_a_refused_run_goes_on_from_its_refused_write() -> None:
+    # Sharded after the writers read the keys: the first write of the run is taken, the
+    # second refused (code 61), and the run goes on from it, addressed by region.
+    with EmulatedCluster(shards=2, max_wire_version=21) as later:
+        on_later: MongoClient[Any] = MongoClient(later.uri)
+        with on_later:
+            applier = BatchApplier(on_later, NamespaceMap(), writers=1)
+            try:
+                applier.apply(_planned(_insert({"_id": 1, "region": "eu"}, region="eu")))
+                later.shard_collection("shop.orders", REGION)
+                seen = len(later.mongos.commands_seen)
+                applier.apply(
+                    _planned(
+                        {"operationType": "delete", "documentKey": {"_id": 1, "region": "eu"}},
+                        _insert({"_id": 5, "region": "us"}),
+                        _insert({"_id": 6, "region": "ap"}),
+                    )
+                )
+            finally:
+                applier.close()
+            assert _each_once(on_later) == [5, 6]
+            # delete, the refused update, then the deletes ahead and the addressed upserts.
+            assert later.mongos.commands_seen[seen:].count("update") == 2

@@ -120,3 +120,6 @@ def test_a_nested_key_field_is_matched_by_its_path_or_a_parent_equality() -> Non
     assert exact_shard_key({"a.b": {"c": 1}}, {"a.b.c": 1})
     assert not exact_shard_key({"a": {"c": 1}}, {"a.b": 1})
     assert not exact_shard_key({"a": {"b": [1]}}, {"a.b": 1})
+    # A parent and the path, or a child of it, both matched: no exact value for mongos.
+    assert not exact_shard_key({"a": {"b": 1}, "a.b": 1}, {"a.b": 1})
+    assert not exact_shard_key({"a": {"b": 1}, "a.b.c": 1}, {"a": 1})

@@ -42,6 +42,8 @@ from shardstream.resume_token import ResumeToken
 DUPLICATE_KEY: Final = 11000
 MAJORITY: Final = WriteConcern("majority")
 CONFLICT_POLICIES: Final = ("fail", "overwrite", "skip")
+# DDL events after which a target collection's shard key may differ (read again).
+PLACEMENT_DDL: Final = frozenset({"shardCollection", "create", "drop", "rename", "dropDatabase"})
 _T = TypeVar("_T")
 
 
@@ -137,7 +139,8 @@ class BatchApplier:
                         shard_target=self._shard_target,
                     )
                 )
-                self._retrying(self._shard_keys.refresh)  # e.g. shardCollection applied
+                if item.event.get("operationType") in PLACEMENT_DDL:
+                    self._retrying(self._shard_keys.refresh)
                 before = item.event["_id"]
                 if checkpoint is not None:
                     checkpoint(before)
@@ -201,17 +204,25 @@ class BatchApplier:
     def _conflict(self, target: Namespace, write: CrudWrite, exc: BulkWriteError) -> dict[str, Any]:
         error = exc.details["writeErrors"][0]
         key = dict(error.get("keyValue") or {})
+        where = f"{target[0]}.{target[1]}"
+        token = dict(write.token)
+        if error.get("code") == SHARD_KEY_NOT_FOUND:
+            raise SyncConflict(
+                f"the target refused an upsert into {where} for its shard key (error 61: "
+                f"{error.get('errmsg')}) although it was addressed by the key the target's "
+                f"config.collections lists, {self._shard_keys.fields(target)!r} (event token "
+                f"{token!r})"
+            ) from exc
         if error.get("code") != DUPLICATE_KEY or self._on_conflict == "fail" or not key:
             raise SyncConflict(
-                f"the target refused a write to {target[0]}.{target[1]}: error "
+                f"the target refused a write to {where}: error "
                 f"{error.get('code')} on key {key or error.get('errmsg')!r} "
-                f"(event token {dict(write.token)!r}); pass --on-conflict overwrite "
-                "or skip to go on"
+                f"(event token {token!r}); pass --on-conflict overwrite or skip to go on"
             ) from exc
         self.conflicts += 1
         return key
 
-    def _transaction(self, writes: list[CrudWrite]) -> None:
+    def _transaction(self, writes: list[CrudWrite], *, readdressed: bool = False) -> None:
         # The namespace group being written, with each model's write: a BulkWriteError's
         # index counts in it, so a conflict is reported with the refused write.
         current: list[tuple[Namespace, list[CrudWrite], tuple[str, ...], list[int]]] = []
@@ -231,8 +242,9 @@ class BatchApplier:
             self._retrying(run)
         except BulkWriteError as exc:
             target, group, fields, owners = current[0]  # set before a bulk write fails
-            if self._readdressed(target, fields, exc):
-                self._transaction(writes)  # again, addressed by the target's new shard key
+            if not readdressed and self._readdressed(target, fields, exc):
+                # Once more, addressed by the target's new shard key.
+                self._transaction(writes, readdressed=True)
                 return
             if self._on_conflict == "fail":
                 write = group[owners[int(exc.details["writeErrors"][0]["index"])]]

@@ -137,8 +137,14 @@ def copy_collections(
         if placement is not None and shard_target:
             shard_like_source(target, namespaces, collection, placement)
     # The target's own keys address the copy's upserts: the source's, with shard_target;
-    # whatever its owner chose, without.
+    # whatever its owner chose, without (on every version: the whole key is never refused).
     target_keys = retrying(partial(target_shard_keys, target), retry_for_s)
+    if target_keys is None:  # not allowed to read the target's catalog
+        target_keys = {
+            namespaces.target(*ns): tuple(placement.key)
+            for ns, placement in sharded.items()
+            if shard_target
+        }
     for collection in collections:
         placement = sharded.get(collection.ns)
         landed = namespaces.target(*collection.ns)

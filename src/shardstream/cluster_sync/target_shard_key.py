@@ -3,27 +3,30 @@
 An insert or replace is written as an upsert by the event's ``documentKey`` (``_id`` and the
 *source's* shard key).  A target collection sharded on fields that key lacks (a replica
 set synced into a sharded cluster, or a collection its owner sharded on another key) is
-not addressed by it: mongos before 7.1 refuses an upsert whose query lacks the target's
-whole shard key ("Failed to target upsert by query", code 61).  So the target's shard keys
-are read from its ``config.collections`` and the missing fields' values, taken from the
-new document (null where it has none, as its shard key value then is), join the query.
+not addressed by it: mongos refuses an upsert whose query lacks the target's whole shard
+key ("Failed to target upsert by query", code 61) until feature compatibility version
+7.1, where it finds the document by its query first (``updateOneWithoutShardKey``).  So
+below 7.1 the target's shard keys are read from its ``config.collections`` and such an
+upsert is addressed by ``_id`` and the target key's values, taken from the new document
+(null where it has none, as its shard key value then is), each as ``$eq``.
 
 With the value in the query the upsert misses a copy of the document that still holds
 another value for those fields: a copy written before the source changed them, or by an
 event replayed after a restart, so the new version would land beside it (another shard)
 or fail on its ``_id`` (the same one).  So each such upsert is preceded by a delete of the
-copy by ``_id`` whose target key value differs: a ``DeleteOne`` (exact ``_id``, which mongos
-takes without the shard key and sends to every shard), not a ``DeleteMany``, which would
-make pymongo send the whole bulk write as not retryable.  That delete goes to every shard:
-the price of a target sharded unlike its source, paid by inserts and replaces only.
+copy by ``_id`` whose target key value differs: a ``DeleteOne``, which mongos takes by its
+exact ``_id`` (sent to every shard), not a ``DeleteMany``, which would make pymongo send
+the bulk write as not retryable.  pymongo sends an ordered bulk write as one command per
+run of one kind of write, so the deletes of a run of writes to distinct documents go
+first, together: two commands per run rather than two per document.
 
-The keys are read when the sync's writers start, again after every DDL event applied
-(``--shard-target`` applies ``shardCollection``), and when the target refuses an upsert
-with code 61 (its owner sharded a collection meanwhile).  A target user who may not read
-the ``config`` database (error 13) gets the ``documentKey`` as before.
+The keys are read when the sync's writers start, after every DDL event that can change
+them, and when the target refuses an upsert with code 61 (its owner sharded a collection
+meanwhile).  A target user who may not read ``config`` (error 13) gets the ``documentKey``
+as before; one who may not read the feature compatibility version is taken to be below 7.1.
 
-Left as before: an update that changes the target key's value, which mongos before 7.1
-takes only with that key's old value in the query; the event does not carry it.
+Left as before: an update that changes the target key's value, which a shard before 7.1
+refuses (error 31025) unless the query holds that key's old value; the event lacks it.
 """
 
 from __future__ import annotations
@@ -41,17 +44,31 @@ from shardstream.cluster_sync.shard_target import catalog_collections
 
 SHARD_KEY_NOT_FOUND: Final = 61
 UNAUTHORIZED: Final = 13
+FIRST_FCV_WITHOUT_KEY: Final = (7, 1)
+ShardKeys = dict[Namespace, tuple[str, ...]]
 
 
-def target_shard_keys(target: MongoClient[Any]) -> dict[Namespace, tuple[str, ...]]:
+def target_shard_keys(target: MongoClient[Any]) -> ShardKeys | None:
     """The fields of each sharded target collection's shard key, by namespace (none on a
-    replica set, or for a user who may not read ``config``)."""
+    replica set); None for a user who may not read ``config``."""
     try:
         return {c.ns: tuple(c.key) for c in catalog_collections(target)}
     except OperationFailure as exc:
         if exc.code != UNAUTHORIZED:
             raise
-        return {}
+        return None
+
+
+def upserts_need_the_key(target: MongoClient[Any]) -> bool:
+    """Whether mongos refuses an upsert without the whole shard key: below FCV 7.1."""
+    try:
+        reply = target.admin.command({"getParameter": 1, "featureCompatibilityVersion": 1})
+    except OperationFailure:
+        return True  # not allowed to ask: assume the stricter rule
+    version = str((reply.get("featureCompatibilityVersion") or {}).get("version", "0.0"))
+    major, _, minor = version.partition(".")
+    release = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else (0, 0)
+    return release < FIRST_FCV_WITHOUT_KEY
 
 
 def key_values(document: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
@@ -67,12 +84,13 @@ def key_values(document: Mapping[str, Any], fields: Sequence[str]) -> dict[str, 
 
 
 class TargetShardKeys:
-    """The target's shard keys, kept current, and the writes they address."""
+    """The target's shard keys that upserts must carry, kept current (shared by lanes: a
+    refresh swaps the whole map)."""
 
     def __init__(self, target: MongoClient[Any]) -> None:
         """Keep the keys of ``target``; they are read by the first :meth:`refresh`."""
         self._target = target
-        self._fields: dict[Namespace, tuple[str, ...]] | None = None
+        self._fields: ShardKeys | None = None
 
     @property
     def read(self) -> bool:
@@ -80,41 +98,65 @@ class TargetShardKeys:
         return self._fields is not None
 
     def refresh(self) -> None:
-        """Read the keys (again)."""
-        self._fields = target_shard_keys(self._target)
+        """Read the keys (again): none from FCV 7.1, where mongos needs none."""
+        keys = target_shard_keys(self._target) or {}
+        self._fields = keys if keys and upserts_need_the_key(self._target) else {}
 
     def fields(self, ns: Namespace) -> tuple[str, ...]:
-        """The fields of ``ns``'s shard key on the target (none: unsharded there)."""
-        assert self._fields is not None, "refresh() reads the keys before the first write"
-        return self._fields.get(ns, ())
+        """The fields of ``ns``'s shard key on the target that its upserts must carry."""
+        return (self._fields or {}).get(ns, ())
 
 
 def addressed_models(
     writes: Sequence[CrudWrite], fields: tuple[str, ...]
 ) -> tuple[list[WriteModel], list[int]]:
     """The pymongo writes for ``writes`` into a collection sharded on ``fields`` on the
-    target, and the index in ``writes`` of each one's write."""
+    target, and for each one the index in ``writes`` to go on from if it fails (its own
+    write's; a delete moved ahead of its run, the run's first write's)."""
     if not fields:
         return [w.model for w in writes], list(range(len(writes)))
     models: list[WriteModel] = []
     owners: list[int] = []
+    deletes: list[WriteModel] = []
+    rest: list[tuple[WriteModel, int]] = []
+    documents: set[bytes] = set()  # those of the current run: each once
     for n, write in enumerate(writes):
-        addressed = _addressed(write, fields)
-        models.extend(addressed)
-        owners.extend([n] * len(addressed))
+        if write.route in documents:  # one document's writes keep their order
+            _flush(models, owners, deletes, rest)
+            documents.clear()
+        documents.add(write.route)
+        stale, model = _addressed(write, fields)
+        if stale is not None:
+            deletes.append(stale)
+        rest.append((model, n))
+    _flush(models, owners, deletes, rest)
     return models, owners
 
 
-def _addressed(write: CrudWrite, fields: tuple[str, ...]) -> list[WriteModel]:
+def _flush(
+    models: list[WriteModel],
+    owners: list[int],
+    deletes: list[WriteModel],
+    rest: list[tuple[WriteModel, int]],
+) -> None:
+    if rest:
+        models.extend(deletes)
+        owners.extend([rest[0][1]] * len(deletes))
+        models.extend(model for model, _ in rest)
+        owners.extend(n for _, n in rest)
+    deletes.clear()
+    rest.clear()
+
+
+def _addressed(write: CrudWrite, fields: tuple[str, ...]) -> tuple[WriteModel | None, WriteModel]:
+    """The stale copy's delete (if the write needs one) and the write itself."""
     if write.replaced is None:
-        return [write.model]
+        return None, write.model
     key, document = write.replaced
-    missing = [path for path in fields if path not in key]
-    if not missing:
-        return [write.model]
-    values = key_values(document, missing)
-    differs = [{path: {"$ne": value}} for path, value in values.items()]
-    return [
-        DeleteOne({"_id": key.get("_id"), "$or": differs}),
-        ReplaceOne({**key, **values}, document, upsert=True),
-    ]
+    if all(path in key for path in fields):
+        return None, write.model
+    values = key_values(document, fields)
+    query = {"_id": key.get("_id"), **{path: {"$eq": v} for path, v in values.items()}}
+    differs = [{path: {"$ne": v}} for path, v in values.items()]
+    stale = {"_id": key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
+    return DeleteOne(stale), ReplaceOne(query, document, upsert=True)

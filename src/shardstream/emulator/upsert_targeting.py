@@ -1,16 +1,18 @@
 """Emulator: mongos refuses an upsert into a sharded collection it cannot target by shard key.
 
-mongos routes an upsert by the shard key it extracts from the query alone, never from a
-replacement document: targeted by the replacement, an upsert could insert on one shard
-while the document it should have matched lives on another.  So before 7.1 an upsert whose
+Before 7.1 mongos routes an upsert by the shard key it extracts from the query alone, never
+from a replacement document: targeted by the replacement, an upsert could insert on one
+shard while the document it should have matched lives on another.  So an upsert whose
 query lacks an equality on every field of the shard key fails, each such operation with a
 write error ``ShardKeyNotFound`` (61), "Failed to target upsert by query :: could not
 extract exact shard key", while the batch's other operations go on as an ordered or
-unordered batch does.  From 7.1 (wire version 22, ``updateOneWithoutShardKey``) mongos
-targets such an upsert by a two-phase write instead, and takes it.
+unordered batch does.  From feature compatibility version 7.1 (``updateOneWithoutShardKey``)
+mongos finds the document by its query first, and takes such an upsert; the emulator runs
+at its release's own version, so the rule holds below wire version 22 (7.1).
 
 An equality is ``{field: value}`` or ``{field: {$eq: value}}`` on the key's path (dotted
-for a nested field) or on a parent of it whose value holds the field; ``null`` counts, as a
+for a nested field) or on a parent of it whose value holds the field, and no other on a
+parent or child of that path (mongos finds no exact value then); ``null`` counts, as a
 document without the field has a null shard key value.  An array or a regular expression is
 no exact value.  The emulated mongos checks this against its catalog
 (:mod:`~shardstream.emulator.sharding_commands`); the documents still all live on the
@@ -67,23 +69,26 @@ def exact_shard_key(query: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
 
 
 def _exact_value(query: Mapping[str, Any], path: str) -> bool:
-    # The path's own equality, or a parent's ({a: {b: 1}} gives a.b), as mongos finds it.
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        prefix = ".".join(parts[:cut])
-        if prefix not in query:
-            continue
-        value = query[prefix]
-        if isinstance(value, Mapping) and any(str(name).startswith("$") for name in value):
-            if list(value) != ["$eq"]:
-                return False
-            value = value["$eq"]
-        for part in parts[cut:]:
-            if not isinstance(value, Mapping) or part not in value:
-                return False
-            value = value[part]
-        return not isinstance(value, list | Regex | re.Pattern)
-    return False
+    # The path's own equality, or a parent's ({a: {b: 1}} gives a.b), as mongos finds it;
+    # none when the query also matches another path on it (a parent and the path, or a
+    # child of it), which mongos counts as no exact value.
+    related = [
+        name
+        for name in query
+        if name == path or path.startswith(f"{name}.") or name.startswith(f"{path}.")
+    ]
+    if len(related) != 1 or related[0].startswith(f"{path}."):
+        return False
+    value = query[related[0]]
+    if isinstance(value, Mapping) and any(str(name).startswith("$") for name in value):
+        if list(value) != ["$eq"]:
+            return False
+        value = value["$eq"]
+    for part in path.split(".")[related[0].count(".") + 1 :]:
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return not isinstance(value, list | Regex | re.Pattern)
 
 
 def _partly_refused(forward: Handler, body: Body, specs: list[Any], refused: list[int]) -> Body:
