@@ -56,7 +56,9 @@ def test_a_resumed_copy_replaces_a_document_whose_shard_key_value_changed(
         assert copied["region"] == "eu"
         assert len(contents(on_target, "shop", "orders")) < DOCUMENTS
         # After T0 and the first copy: the stream from T0 carries it too.
-        on_source.shop.orders.update_one({"_id": 1}, {"$set": {"region": "us", "n": 100}})
+        on_source.shop.orders.update_one(
+            {"_id": 1, "region": "eu"}, {"$set": {"region": "us", "n": 100}}
+        )
         settle(source)
         seen = len(target.mongos.commands_seen)
         result = shardstream.sync(

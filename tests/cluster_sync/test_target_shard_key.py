@@ -1,7 +1,9 @@
 """A target collection its owner sharded on a key the source's ``documentKey`` lacks: the
 copy's and the stream's upserts carry the target's key (the emulated 7.0 mongos refuses
 them otherwise, as a real one before 7.1 does), a changed key value leaves no stale copy,
-and a collection sharded on the target while the sync runs is picked up.
+an update that changes it goes again with the document's current key values (the emulated
+7.0 shard refuses it by ``_id`` alone), and a collection sharded on the target while the
+sync runs is picked up.
 
 The emulated target keeps every document on its first shard, so a stale copy would make
 the next upsert fail on its ``_id`` there (where a real cluster may hold both copies on two
@@ -25,7 +27,7 @@ from shardstream.cluster_sync.batch_applier import BatchApplier, SyncConflict
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.target_shard_key import TargetShardKeys, addressed_models
 from shardstream.emulator import EmulatedCluster
-from shardstream.emulator.upsert_targeting import SHARD_KEY_NOT_FOUND, exact_shard_key
+from shardstream.emulator.update_targeting import SHARD_KEY_NOT_FOUND, exact_shard_key
 from tests.cluster_sync.conftest import (
     RunningSync,
     applied_through,
@@ -65,9 +67,28 @@ def _stream_changes(on_source: MongoClient[Any]) -> None:
     orders.insert_one({"_id": 20, "region": "us", "n": 20})
     orders.replace_one({"_id": 1}, {"_id": 1, "region": "ap", "n": 100})  # the key moves
     orders.update_one({"_id": 20}, {"$inc": {"n": 1}})
+    orders.update_one({"_id": 3}, {"$set": {"region": "us"}})  # an update moves the key
     orders.insert_one({"_id": 21, "n": 21})  # no key field: its shard key value is null
     orders.replace_one({"_id": 21}, {"_id": 21, "region": "eu"})
     orders.delete_one({"_id": 2})
+
+
+def _streaming(
+    source: EmulatedCluster, target: EmulatedCluster, on_target: MongoClient[Any]
+) -> RunningSync:
+    """A sync from ``source`` to ``target``, running, past its copy."""
+    running = RunningSync(SyncOptions(source=source.uri, target=target.uri))
+    wait_for(
+        lambda: (checkpoint(on_target) or {}).get("phase") == "stream" or running.error,
+        "the copy",
+    )
+    return running
+
+
+def _applied(source: EmulatedCluster, on_target: MongoClient[Any], running: RunningSync) -> None:
+    """Wait until the sync applied everything written to ``source`` so far."""
+    end = settle(source)
+    wait_for(lambda: applied_through(on_target, end) or running.error, "the stream")
 
 
 def test_the_stream_addresses_upserts_by_the_target_shard_key(
@@ -76,14 +97,9 @@ def test_the_stream_addresses_upserts_by_the_target_shard_key(
     on_source: MongoClient[Any] = MongoClient(source.uri)
     on_target: MongoClient[Any] = MongoClient(target.uri)
     with on_source, on_target:
-        running = RunningSync(SyncOptions(source=source.uri, target=target.uri))
-        wait_for(
-            lambda: (checkpoint(on_target) or {}).get("phase") == "stream" or running.error,
-            "the copy",
-        )
+        running = _streaming(source, target, on_target)
         _stream_changes(on_source)
-        end = settle(source)
-        wait_for(lambda: applied_through(on_target, end) or running.error, "the stream")
+        _applied(source, on_target, running)
         running.finish()
         assert contents(on_target, "shop", "orders") == contents(on_source, "shop", "orders")
         assert _each_once(on_target) == [0, 1, *range(3, 10), 20, 21]
@@ -100,23 +116,20 @@ def test_a_collection_sharded_on_the_target_meanwhile_is_picked_up(
     with EmulatedCluster(shards=2, max_wire_version=21) as target:
         on_target: MongoClient[Any] = MongoClient(target.uri)
         with on_source, on_target:
-            running = RunningSync(SyncOptions(source=source.uri, target=target.uri))
-            wait_for(
-                lambda: (checkpoint(on_target) or {}).get("phase") == "stream" or running.error,
-                "the copy",
-            )
+            running = _streaming(source, target, on_target)
             on_source.shop.orders.insert_one({"_id": 30, "region": "eu"})
-            end = settle(source)
-            wait_for(lambda: applied_through(on_target, end) or running.error, "the insert")
+            _applied(source, on_target, running)
             # Its owner shards it now: no event says so, the first refused upsert does,
             # here in a transaction, which the sync then applies again as one.
             target.shard_collection("shop.orders", REGION)
             with on_source.start_session() as session, session.start_transaction():
                 on_source.shop.orders.insert_one({"_id": 31, "region": "us"}, session=session)
                 on_source.shop.orders.delete_one({"_id": 30}, session=session)
+                on_source.shop.orders.update_one(
+                    {"_id": 4}, {"$set": {"region": "ap"}}, session=session
+                )
             _stream_changes(on_source)
-            end = settle(source)
-            wait_for(lambda: applied_through(on_target, end) or running.error, "the stream")
+            _applied(source, on_target, running)
             running.finish()
             assert contents(on_target, "shop", "orders") == contents(on_source, "shop", "orders")
             assert _each_once(on_target) == [0, 1, *range(3, 10), 20, 21, 31]

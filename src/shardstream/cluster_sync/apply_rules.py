@@ -63,8 +63,10 @@ class CrudWrite:
         model: the pymongo write.
         token: the event's resume token (named in conflict reports).
         transaction: ``(lsid bytes, txnNumber)`` of the event's transaction, or None.
-        replaced: ``(documentKey, fullDocument)`` of an insert or replace, for addressing
-            it by the target's own shard key (:mod:`.target_shard_key`); else None.
+        key: the event's ``documentKey``; ``document`` (an insert's or replace's
+            ``fullDocument``) and ``update`` (an update's) are kept beside the model, all
+            three for addressing the write by the target's own shard key
+            (:mod:`.target_shard_key`).
     """
 
     target: Namespace
@@ -72,7 +74,9 @@ class CrudWrite:
     model: WriteModel
     token: Mapping[str, Any]
     transaction: tuple[bytes, int] | None
-    replaced: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
+    key: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    document: Mapping[str, Any] | None = None
+    update: Any = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,17 +109,18 @@ def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite 
     key = _required(event, "documentKey")
     target = namespaces.target(db, coll)
     model: WriteModel
-    replaced = None
+    document = update = None
     if kind in ("insert", "replace"):
         document = _required(event, "fullDocument")
         model = ReplaceOne(dict(key), document, upsert=True)
-        replaced = (key, document)
     elif kind == "update":
-        model = UpdateOne(dict(key), update_of(event), upsert=False)
+        update = update_of(event)
+        model = UpdateOne(dict(key), update, upsert=False)
     else:
         model = DeleteOne(dict(key))
     route = bson.encode({"_id": key.get("_id")})
-    return CrudWrite(target, route, model, event["_id"], transaction_of(event), replaced)
+    token, transaction = event["_id"], transaction_of(event)
+    return CrudWrite(target, route, model, token, transaction, key, document, update)
 
 
 def update_of(event: Mapping[str, Any]) -> Any:

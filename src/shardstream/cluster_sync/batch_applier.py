@@ -31,9 +31,11 @@ from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.cluster_sync.target_shard_key import (
+    KEY_UPDATE_WITHOUT_KEY,
     SHARD_KEY_NOT_FOUND,
     TargetShardKeys,
     addressed_models,
+    current_key_values,
 )
 from shardstream.cluster_sync.writer_lanes import SegmentItem, plan_lanes, run_lanes
 from shardstream.errors import ShardstreamError
@@ -177,13 +179,14 @@ class BatchApplier:
         while start < len(writes):
             chunk = writes[start:]
             fields = self._shard_keys.fields(target)
-            models, owners = addressed_models(chunk, fields)
+            models, owners = addressed_models(chunk, fields, self._shard_keys.pinned(target))
             try:
                 self._retrying(partial(collection.bulk_write, models))
+                self._shard_keys.unpin(target, writes)
                 return
             except BulkWriteError as exc:
                 index = owners[int(exc.details["writeErrors"][0]["index"])]
-                if self._readdressed(target, fields, exc):
+                if self._readdressed(target, fields, chunk[index], exc):
                     start += index  # everything before it was applied, in order
                     continue
                 key = self._conflict(target, chunk[index], exc)
@@ -193,25 +196,33 @@ class BatchApplier:
                 else:
                     start += index + 1
 
-    def _readdressed(self, target: Namespace, fields: tuple[str, ...], exc: BulkWriteError) -> bool:
-        """Whether the target refused an upsert for its shard key, which is not ``fields``
-        (the key the writes were addressed by) any more."""
-        if exc.details["writeErrors"][0].get("code") != SHARD_KEY_NOT_FOUND:
+    def _readdressed(
+        self, target: Namespace, fields: tuple[str, ...], write: CrudWrite, exc: BulkWriteError
+    ) -> bool:
+        """Whether ``write``, refused for the target's shard key, can go again addressed
+        better: the key is not ``fields`` (what the writes were addressed by) any more, or
+        an update's document key values were read for it."""
+        code = exc.details["writeErrors"][0].get("code")
+        if code == SHARD_KEY_NOT_FOUND:
+            self._retrying(self._shard_keys.refresh)
+            return self._shard_keys.fields(target) != fields
+        if code != KEY_UPDATE_WITHOUT_KEY or write.update is None or not fields:
             return False
-        self._retrying(self._shard_keys.refresh)
-        return self._shard_keys.fields(target) != fields
+        collection = self._collection(target)
+        values = self._retrying(partial(current_key_values, collection, write, fields))
+        return values is not None and self._shard_keys.pin(target, write, values)
 
     def _conflict(self, target: Namespace, write: CrudWrite, exc: BulkWriteError) -> dict[str, Any]:
         error = exc.details["writeErrors"][0]
         key = dict(error.get("keyValue") or {})
         where = f"{target[0]}.{target[1]}"
         token = dict(write.token)
-        if error.get("code") == SHARD_KEY_NOT_FOUND:
+        if error.get("code") in (SHARD_KEY_NOT_FOUND, KEY_UPDATE_WITHOUT_KEY):
             raise SyncConflict(
-                f"the target refused an upsert into {where} for its shard key (error 61: "
-                f"{error.get('errmsg')}) although it was addressed by the key the target's "
-                f"config.collections lists, {self._shard_keys.fields(target)!r} (event token "
-                f"{token!r})"
+                f"the target refused a write to {where} for its shard key (error "
+                f"{error.get('code')}: {error.get('errmsg')}) although it was addressed by "
+                f"the key fields its config.collections lists, "
+                f"{self._shard_keys.fields(target)!r} (event token {token!r})"
             ) from exc
         if error.get("code") != DUPLICATE_KEY or self._on_conflict == "fail" or not key:
             raise SyncConflict(
@@ -222,7 +233,7 @@ class BatchApplier:
         self.conflicts += 1
         return key
 
-    def _transaction(self, writes: list[CrudWrite], *, readdressed: bool = False) -> None:
+    def _transaction(self, writes: list[CrudWrite], *, attempt: int = 0) -> None:
         # The namespace group being written, with each model's write: a BulkWriteError's
         # index counts in it, so a conflict is reported with the refused write.
         current: list[tuple[Namespace, list[CrudWrite], tuple[str, ...], list[int]]] = []
@@ -230,7 +241,8 @@ class BatchApplier:
         def body(session: ClientSession) -> None:
             for target, group in _by_namespace(writes):
                 fields = self._shard_keys.fields(target)
-                models, owners = addressed_models(group, fields)
+                pinned = self._shard_keys.pinned(target)
+                models, owners = addressed_models(group, fields, pinned)
                 current[:] = [(target, group, fields, owners)]
                 self._collection(target).bulk_write(models, ordered=True, session=session)
 
@@ -242,16 +254,19 @@ class BatchApplier:
             self._retrying(run)
         except BulkWriteError as exc:
             target, group, fields, owners = current[0]  # set before a bulk write fails
-            if not readdressed and self._readdressed(target, fields, exc):
-                # Once more, addressed by the target's new shard key.
-                self._transaction(writes, readdressed=True)
+            write = group[owners[int(exc.details["writeErrors"][0]["index"])]]
+            # Once more, addressed better (each write at most once, so this ends).
+            if attempt < len(writes) and self._readdressed(target, fields, write, exc):
+                self._transaction(writes, attempt=attempt + 1)
                 return
             if self._on_conflict == "fail":
-                write = group[owners[int(exc.details["writeErrors"][0]["index"])]]
                 self._conflict(target, write, exc)
             # Under a conflict policy the transaction's writes go one by one instead.
             for target, group in _by_namespace(writes):
                 self._bulk(target, group)
+            return
+        for target, group in _by_namespace(writes):
+            self._shard_keys.unpin(target, group)
 
     def _collection(self, target: Namespace) -> Collection[Any]:
         # One per namespace for the sync's life: building it per bulk write showed in

@@ -25,8 +25,11 @@ them, and when the target refuses an upsert with code 61 (its owner sharded a co
 meanwhile).  A target user who may not read ``config`` (error 13) gets the ``documentKey``
 as before; one who may not read the feature compatibility version is taken to be below 7.1.
 
-Left as before: an update that changes the target key's value, which a shard before 7.1
-refuses (error 31025) unless the query holds that key's old value; the event lacks it.
+An update that changes the target key's value is refused by a shard before 7.1 (error
+31025) unless its query holds that key's whole old value, which the event does not carry:
+the document's current key values are then read from the target by ``_id`` and the update
+is sent again with them (as a retryable write or in a transaction, where mongos moves the
+document to the shard owning its new value).
 """
 
 from __future__ import annotations
@@ -36,16 +39,19 @@ from typing import Any, Final
 
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
-from pymongo.operations import DeleteOne, ReplaceOne
+from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, WriteModel
 from shardstream.cluster_sync.namespace_map import Namespace
 from shardstream.cluster_sync.shard_target import catalog_collections
 
 SHARD_KEY_NOT_FOUND: Final = 61
+KEY_UPDATE_WITHOUT_KEY: Final = 31025
 UNAUTHORIZED: Final = 13
 FIRST_FCV_WITHOUT_KEY: Final = (7, 1)
 ShardKeys = dict[Namespace, tuple[str, ...]]
+Pinned = dict[tuple[bytes, str], dict[str, Any]]
+"""Current target key values, by (route, token ``_data``) of the update that needs them."""
 
 
 def target_shard_keys(target: MongoClient[Any]) -> ShardKeys | None:
@@ -84,13 +90,15 @@ def key_values(document: Mapping[str, Any], fields: Sequence[str]) -> dict[str, 
 
 
 class TargetShardKeys:
-    """The target's shard keys that upserts must carry, kept current (shared by lanes: a
-    refresh swaps the whole map)."""
+    """The target's shard keys that writes must carry, kept current, and the key values
+    read for updates refused without them (shared by lanes: a refresh swaps the whole map;
+    a pin is one document's, on its own lane)."""
 
     def __init__(self, target: MongoClient[Any]) -> None:
         """Keep the keys of ``target``; they are read by the first :meth:`refresh`."""
         self._target = target
         self._fields: ShardKeys | None = None
+        self._pinned: dict[Namespace, Pinned] = {}
 
     @property
     def read(self) -> bool:
@@ -103,12 +111,39 @@ class TargetShardKeys:
         self._fields = keys if keys and upserts_need_the_key(self._target) else {}
 
     def fields(self, ns: Namespace) -> tuple[str, ...]:
-        """The fields of ``ns``'s shard key on the target that its upserts must carry."""
+        """The fields of ``ns``'s shard key on the target that its writes must carry."""
         return (self._fields or {}).get(ns, ())
+
+    def pinned(self, ns: Namespace) -> Pinned:
+        """The key values read for ``ns``'s refused updates."""
+        return self._pinned.get(ns, {})
+
+    def pin(self, ns: Namespace, write: CrudWrite, values: dict[str, Any]) -> bool:
+        """Keep ``values`` for ``write``; False if it had some (they did not help)."""
+        pins = self._pinned.setdefault(ns, {})
+        if _pin(write) in pins:
+            return False
+        pins[_pin(write)] = values
+        return True
+
+    def unpin(self, ns: Namespace, writes: Sequence[CrudWrite]) -> None:
+        """Forget the values of ``writes``, applied."""
+        pins = self._pinned.get(ns)
+        if pins:
+            for write in writes:
+                pins.pop(_pin(write), None)
+
+
+def current_key_values(
+    collection: Any, write: CrudWrite, fields: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """The target key values of ``write``'s document as the target holds it (None: none)."""
+    found = collection.find_one({"_id": write.key.get("_id")}, dict.fromkeys(fields, 1))
+    return None if found is None else key_values(found, fields)
 
 
 def addressed_models(
-    writes: Sequence[CrudWrite], fields: tuple[str, ...]
+    writes: Sequence[CrudWrite], fields: tuple[str, ...], pinned: Pinned | None = None
 ) -> tuple[list[WriteModel], list[int]]:
     """The pymongo writes for ``writes`` into a collection sharded on ``fields`` on the
     target, and for each one the index in ``writes`` to go on from if it fails (its own
@@ -125,7 +160,7 @@ def addressed_models(
             _flush(models, owners, deletes, rest)
             documents.clear()
         documents.add(write.route)
-        stale, model = _addressed(write, fields)
+        stale, model = _addressed(write, fields, (pinned or {}).get(_pin(write)))
         if stale is not None:
             deletes.append(stale)
         rest.append((model, n))
@@ -148,15 +183,24 @@ def _flush(
     rest.clear()
 
 
-def _addressed(write: CrudWrite, fields: tuple[str, ...]) -> tuple[WriteModel | None, WriteModel]:
+def _pin(write: CrudWrite) -> tuple[bytes, str]:
+    return write.route, str(write.token.get("_data"))
+
+
+def _by_key(write: CrudWrite, values: Mapping[str, Any]) -> dict[str, Any]:
+    # _id and the target key's own paths: the source's (maybe dotted) fields stay out.
+    return {"_id": write.key.get("_id"), **{path: {"$eq": v} for path, v in values.items()}}
+
+
+def _addressed(
+    write: CrudWrite, fields: tuple[str, ...], pinned: dict[str, Any] | None
+) -> tuple[WriteModel | None, WriteModel]:
     """The stale copy's delete (if the write needs one) and the write itself."""
-    if write.replaced is None:
+    if write.update is not None and pinned is not None:
+        return None, UpdateOne(_by_key(write, pinned), write.update, upsert=False)
+    if write.document is None or all(path in write.key for path in fields):
         return None, write.model
-    key, document = write.replaced
-    if all(path in key for path in fields):
-        return None, write.model
-    values = key_values(document, fields)
-    query = {"_id": key.get("_id"), **{path: {"$eq": v} for path, v in values.items()}}
+    values = key_values(write.document, fields)
     differs = [{path: {"$ne": v}} for path, v in values.items()]
-    stale = {"_id": key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
-    return DeleteOne(stale), ReplaceOne(query, document, upsert=True)
+    stale = {"_id": write.key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
+    return DeleteOne(stale), ReplaceOne(_by_key(write, values), write.document, upsert=True)

@@ -28,7 +28,7 @@ from shardstream.emulator.mongos_routing import register_routing
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.replica_set import EmulatedReplicaSet
 from shardstream.emulator.sharding_commands import CATALOG_NAMESPACES, ShardingCatalog
-from shardstream.emulator.upsert_targeting import upsert_targeting
+from shardstream.emulator.update_targeting import update_targeting
 
 _START = Timestamp(1, 1)
 
@@ -50,7 +50,7 @@ class EmulatedMongos(EmulatedNode):
             cluster.config.store, lambda: cluster.shards, self.dispatch, self.cluster_time
         )
         self.sharding.register(self._commands)
-        self._commands["update"] = upsert_targeting(
+        self._commands["update"] = update_targeting(
             self._commands["update"], self.sharding.sharded, max_wire_version
         )
 

@@ -26,6 +26,7 @@ from shardstream.emulator.update_operators import (
     replace,
     upsert_seed,
 )
+from shardstream.emulator.update_targeting import SHARD_KEY_FIELD, refuse_key_change
 from shardstream.emulator.write_path import WritePath, namespace
 
 Body = dict[str, Any]
@@ -54,7 +55,7 @@ def _refuse_unsupported(spec: Mapping[str, Any]) -> None:
             raise WriteError(2, "BadValue", f"emulator does not support '{option}' in writes")
 
 
-def _updated(pre: Body, u: Any, array_filters: list[Any], *, inserting: bool) -> Body:
+def post_image(pre: Body, u: Any, array_filters: list[Any], *, inserting: bool) -> Body:
     """The post-image of ``pre`` under ``u`` (replacement, operators or pipeline)."""
     if isinstance(u, list):
         # Imported on first use: only pipeline updates need the evaluator, and the rest of
@@ -145,7 +146,8 @@ class WriteCommands:
             coll = self._path.store.get(ns)
             found = coll.find(query, None if multi else 1) if coll is not None else []
             for pre in found:
-                post = _updated(pre, u, filters, inserting=False)
+                post = post_image(pre, u, filters, inserting=False)
+                refuse_key_change(body.get(SHARD_KEY_FIELD), query, pre, post)
                 if coll is not None:  # always: nothing is found without a collection
                     changed = self._path.update(coll, pre, post, replacement=replacement, txn=txn)
                     counts["n"] += 1
@@ -153,7 +155,7 @@ class WriteCommands:
             if found or not spec.get("upsert"):
                 return
             seed = upsert_seed(query)
-            post = _updated(seed, u, filters, inserting=True)
+            post = post_image(seed, u, filters, inserting=True)
             doc = self._path.insert(ns, post, txn)
             counts["n"] += 1
             upserted.append({"index": index, "_id": doc["_id"]})

@@ -13,7 +13,11 @@ from pymongo.errors import BulkWriteError, WriteError
 from pymongo.operations import ReplaceOne, UpdateOne
 
 from shardstream.emulator import EmulatedCluster
-from shardstream.emulator.upsert_targeting import SHARD_KEY_NOT_FOUND, exact_shard_key
+from shardstream.emulator.update_targeting import (
+    KEY_UPDATE_WITHOUT_KEY,
+    SHARD_KEY_NOT_FOUND,
+    exact_shard_key,
+)
 
 from .conftest import ClientFactory
 
@@ -123,3 +127,37 @@ def test_a_nested_key_field_is_matched_by_its_path_or_a_parent_equality() -> Non
     # A parent and the path, or a child of it, both matched: no exact value for mongos.
     assert not exact_shard_key({"a": {"b": 1}, "a.b": 1}, {"a.b": 1})
     assert not exact_shard_key({"a": {"b": 1}, "a.b.c": 1}, {"a": 1})
+
+
+def test_a_key_change_needs_the_whole_key_in_the_query_before_7_1(
+    sharded: EmulatedCluster, client_factory: ClientFactory
+) -> None:
+    orders = _orders(sharded, client_factory)
+    orders.update_one({"_id": 1}, {"$set": {"n": 1}})  # the key stays: taken by _id
+    moving = [{"$set": {"region": "us"}}]
+    if sharded.max_wire_version >= 22:
+        orders.update_one({"_id": 1}, moving)
+    else:
+        with pytest.raises(WriteError) as refused:
+            orders.update_one({"_id": 1}, moving)
+        assert refused.value.code == KEY_UPDATE_WITHOUT_KEY
+        assert orders.find_one({"_id": 1}) == {"_id": 1, "region": "eu", "n": 1}
+        orders.update_one({"_id": 1, "region": "eu"}, moving)
+    assert orders.find_one({"_id": 1}) == {"_id": 1, "region": "us", "n": 1}
+
+
+def test_a_key_change_is_judged_on_the_document_as_the_batch_left_it(
+    sharded_7_0: EmulatedCluster, client_factory: ClientFactory
+) -> None:
+    orders = _orders(sharded_7_0, client_factory)
+    batch: list[Any] = [
+        UpdateOne({"_id": 1}, {"$set": {"region": "eu"}}),  # the same value: no change
+        UpdateOne({"_id": 1, "region": "eu"}, {"$set": {"region": "us"}}),
+        UpdateOne({"_id": 1}, {"$set": {"region": "us", "n": 2}}),  # "us" by now: no change
+        UpdateOne({"_id": 1}, {"$set": {"region": "ap"}}),
+    ]
+    with pytest.raises(BulkWriteError) as refused:
+        orders.bulk_write(batch)
+    errors = refused.value.details["writeErrors"]
+    assert [(e["index"], e["code"]) for e in errors] == [(3, KEY_UPDATE_WITHOUT_KEY)]
+    assert orders.find_one({"_id": 1}) == {"_id": 1, "region": "us", "n": 2}

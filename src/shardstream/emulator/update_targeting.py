@@ -18,6 +18,14 @@ no exact value.  The emulated mongos checks this against its catalog
 (:mod:`~shardstream.emulator.sharding_commands`); the documents still all live on the
 primary shard.
 
+Below 7.1 a shard also refuses an update (no upsert) that would change its document's shard
+key value by a query without the whole key: write error 31025, "Shard key update is not
+allowed without specifying the full shard key in the query" (an ``_id``-only query has no
+canonical query to check).  mongos passes the key along with the update it forwards, and
+the shard checks each operation against the document as it stands then.  Not emulated: the
+refusal of a key change outside a retryable write or transaction (``IllegalOperation``),
+and moving the document to another shard (there is one).
+
 See also src/mongo/s/collection_routing_info_targeter.cpp (``targetUpdate``) and
 jstests/sharding/upsert_sharded.js.
 """
@@ -30,17 +38,23 @@ from typing import Any, Final
 
 from bson.regex import Regex
 
+from shardstream.emulator.cursors import lookup
+from shardstream.emulator.document_store import WriteError
+
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
 SHARD_KEY_NOT_FOUND: Final = 61
+KEY_UPDATE_WITHOUT_KEY: Final = 31025
+# The internal field mongos adds to an update it forwards: the collection's shard key.
+SHARD_KEY_FIELD: Final = "$_emulatorShardKey"
 FIRST_WIRE_VERSION_WITHOUT_KEY: Final = 22  # 7.1
 _REFUSED: Final = "Failed to target upsert by query :: could not extract exact shard key"
 
 
-def upsert_targeting(
+def update_targeting(
     forward: Handler, sharded: Callable[[str], Body | None], wire_version: int
 ) -> Handler:
-    """``forward`` (mongos's ``update``) behind the check; unchanged from 7.1 on."""
+    """``forward`` (mongos's ``update``) behind the checks; unchanged from 7.1 on."""
     if wire_version >= FIRST_WIRE_VERSION_WITHOUT_KEY:
         return forward
 
@@ -49,6 +63,9 @@ def upsert_targeting(
         specs = body.get("updates")
         if entry is None or not isinstance(specs, list):
             return forward(body)
+        # The shard knows its collection's key (here from mongos, as shardVersion tells
+        # a real shard to use its own): it refuses to change it by a query without it.
+        body = {**body, SHARD_KEY_FIELD: dict(entry["key"])}
         refused = [
             n
             for n, spec in enumerate(specs)
@@ -61,6 +78,25 @@ def upsert_targeting(
         return _partly_refused(forward, body, specs, refused)
 
     return update
+
+
+def refuse_key_change(
+    key: Mapping[str, Any] | None, query: Mapping[str, Any], pre: Body, post: Body
+) -> None:
+    """On a shard before 7.1: refuse an update that changes the shard key ``key`` of its
+    document by a query without the whole key (None: the collection is not sharded).
+
+    Raises:
+        WriteError: ``31025``, as the shard's update stage raises it.
+    """
+    if key is None or exact_shard_key(query, key):
+        return
+    if any(lookup(pre, path) != lookup(post, path) for path in key):
+        raise WriteError(
+            KEY_UPDATE_WITHOUT_KEY,
+            f"Location{KEY_UPDATE_WITHOUT_KEY}",
+            "Shard key update is not allowed without specifying the full shard key in the query",
+        )
 
 
 def exact_shard_key(query: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
