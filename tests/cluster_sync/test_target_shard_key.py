@@ -38,6 +38,7 @@ from tests.cluster_sync.static_source import contents, settle, static_source
 from tests.sync_thread import wait_for
 
 REGION = {"region": 1}
+MONITORING = ("ismaster", "hello", "ping")  # pymongo's heartbeats, at any time
 
 
 @pytest.fixture
@@ -125,8 +126,14 @@ def test_a_collection_sharded_on_the_target_meanwhile_is_picked_up(
             with on_source.start_session() as session, session.start_transaction():
                 on_source.shop.orders.insert_one({"_id": 31, "region": "us"}, session=session)
                 on_source.shop.orders.delete_one({"_id": 30}, session=session)
+                # Key changes of one document twice, and of one inserted just before:
+                # each read in the transaction, after the writes before it.
+                for region in ("ap", "us"):
+                    on_source.shop.orders.update_one(
+                        {"_id": 4}, {"$set": {"region": region}}, session=session
+                    )
                 on_source.shop.orders.update_one(
-                    {"_id": 4}, {"$set": {"region": "ap"}}, session=session
+                    {"_id": 31}, {"$set": {"region": "eu"}}, session=session
                 )
             _stream_changes(on_source)
             _applied(source, on_target, running)
@@ -181,7 +188,10 @@ def test_each_write_is_addressed_and_its_models_traced_back_to_it(
     client: MongoClient[Any] = MongoClient(target.uri)
     with client:
         keys = TargetShardKeys(client)
-        keys.refresh()
+        keys.refresh()  # nothing to read before the target refused a write
+        assert not keys.strict
+        assert keys.fields(("shop", "orders")) == ()
+        keys.tighten()
         assert keys.fields(("shop", "orders")) == ("region",)
         assert keys.fields(("shop", "other")) == ()
     models, owners = addressed_models(writes, ("region",))
@@ -209,14 +219,28 @@ def test_a_target_key_is_addressed_by_its_own_paths_alone() -> None:
     assert exact_shard_key(models[1]._filter, {"a": 1})
 
 
-def test_from_fcv_7_1_upserts_need_no_target_key() -> None:
+def test_an_8_0_target_takes_the_document_key_and_nothing_more() -> None:
+    # From 7.1 mongos finds the document itself: no refusal, so no key read, no deletes.
     with EmulatedCluster(shards=2, max_wire_version=25) as cluster:
         cluster.shard_collection("shop.orders", REGION)
         client: MongoClient[Any] = MongoClient(cluster.uri)
         with client:
-            keys = TargetShardKeys(client)
-            keys.refresh()
-            assert keys.fields(("shop", "orders")) == ()
+            client.shop.orders.insert_one({"_id": 1, "region": "eu", "n": 1})
+            applier = BatchApplier(client, NamespaceMap(), writers=1)
+            seen = len(cluster.mongos.commands_seen)
+            try:
+                applier.apply(
+                    _planned(
+                        _insert({"_id": 5, "region": "us"}),
+                        {"operationType": "replace", **_insert({"_id": 1, "region": "ap"})},
+                    )
+                )
+            finally:
+                applier.close()
+            sent = [c for c in cluster.mongos.commands_seen[seen:] if c not in MONITORING]
+            assert sent == ["update"]
+            assert _each_once(client) == [1, 5]
+            assert client.shop.orders.find_one({"_id": 1}) == {"_id": 1, "region": "ap"}
 
 
 def test_a_conflict_among_addressed_writes_names_its_own_event(target: EmulatedCluster) -> None:
@@ -245,8 +269,8 @@ def test_a_conflict_among_addressed_writes_names_its_own_event(target: EmulatedC
 
 
 def test_a_refused_run_goes_on_from_its_refused_write() -> None:
-    # Sharded after the writers read the keys: the first write of the run is taken, the
-    # second refused (code 61), and the run goes on from it, addressed by region.
+    # Sharded once the sync wrote to it: the first write of the run is taken, the second
+    # refused (code 61), and the run goes on from it, addressed by region.
     with EmulatedCluster(shards=2, max_wire_version=21) as later:
         on_later: MongoClient[Any] = MongoClient(later.uri)
         with on_later:

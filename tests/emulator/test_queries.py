@@ -122,6 +122,12 @@ def test_equality_is_the_servers_across_types(
     assert ids({"v": {"$ne": 1}}) == [3, 4, 5, 6, 7]
     assert ids({"v": {"a": 1.0}}) == [6]
     assert ids({"v": float("nan")}) == [7]
+    cluster.shards[0].load_collection(
+        "db.d", [{"_id": 1, "v": Decimal128("1.0")}, {"_id": 2, "v": Decimal128("-0")}]
+    )
+    decimals = client_factory(cluster.uri).db.d
+    assert [d["_id"] for d in decimals.find({"v": Decimal128("1.00")})] == [1]  # by value
+    assert [d["_id"] for d in decimals.find({"v": 0})] == [2]
 
 
 def test_expr_ranges_split_any_ids_exactly_once(

@@ -161,3 +161,14 @@ def test_a_key_change_is_judged_on_the_document_as_the_batch_left_it(
     errors = refused.value.details["writeErrors"]
     assert [(e["index"], e["code"]) for e in errors] == [(3, KEY_UPDATE_WITHOUT_KEY)]
     assert orders.find_one({"_id": 1}) == {"_id": 1, "region": "us", "n": 2}
+
+
+def test_a_key_value_changes_bit_for_bit_and_a_missing_one_is_null(
+    sharded_7_0: EmulatedCluster, client_factory: ClientFactory
+) -> None:
+    orders = client_factory(sharded_7_0.uri).shop.orders
+    orders.insert_many([{"_id": 1, "region": 1}, {"_id": 2}])
+    orders.update_one({"_id": 2}, {"$set": {"region": None}})  # null was its value already
+    with pytest.raises(WriteError) as refused:
+        orders.update_one({"_id": 1}, {"$set": {"region": 1.0}})  # equal, yet another value
+    assert refused.value.code == KEY_UPDATE_WITHOUT_KEY

@@ -19,6 +19,7 @@ from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.ingest.session import MIN_DRIVER_MEMORY, driver_memory_setting
 from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
 
 if TYPE_CHECKING:
@@ -30,9 +31,6 @@ DEFAULT_MAX_EVENTS_PER_BATCH: Final = 10_000
 # of 256 MiB of 400 KB documents ran the local JVM out of heap, 64 MiB went through
 # (benchmarks/README.md, "Large documents"; spark/source/option_values.py).
 DEFAULT_MAX_BYTES_PER_BATCH: Final = 64 << 20
-# Spark's driver refuses to start below 450 MiB of heap ("System memory ... must be at
-# least 471859200"); the next round size, so the refusal is ours and says what to do.
-MIN_DRIVER_MEMORY: Final = 512 << 20
 # Test hook (kill tests): "<point>:<batch id>", e.g. "between-commits:2".
 CRASH_ENV: Final = "SHARDSTREAM_CRASH_AT_FOR_TEST"
 # A Python error line in a traceback, e.g. "shardstream.errors.OplogError: ..." (the
@@ -193,28 +191,11 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
-def driver_memory(text: str | None) -> str | None:
-    """``--driver-memory`` as Spark reads ``spark.driver.memory`` (whole MiB), or None.
-
-    Raises:
-        ConfigurationError: not a size, or below what Spark starts with.
-    """
-    if text is None:
-        return None
-    size = parse_byte_size("--driver-memory", text)
-    if size < MIN_DRIVER_MEMORY:
-        raise ConfigurationError(
-            f"expected --driver-memory of at least {format_byte_size(MIN_DRIVER_MEMORY)} "
-            f"(Spark refuses to start with less than 450m), got {text!r:.40}"
-        )
-    return f"{size >> 20}m"
-
-
 def _run_ingest_command(args: argparse.Namespace) -> int:
     """Run ``ingest``; errors end it with exit code 1 and one line on stderr."""
     try:
         options = source_options(args)
-        memory = driver_memory(args.driver_memory)
+        memory = driver_memory_setting(args.driver_memory)
         crash = _crash_point(os.environ.get(CRASH_ENV))
         from shardstream.spark.ingest.progress import IngestProgress
         from shardstream.spark.ingest.query import IngestSettings, run_ingest

@@ -35,9 +35,11 @@ from shardstream.cluster_sync.target_shard_key import (
     SHARD_KEY_NOT_FOUND,
     TargetShardKeys,
     addressed_models,
+    addressed_update,
     current_key_values,
+    transaction_segments,
 )
-from shardstream.cluster_sync.writer_lanes import SegmentItem, plan_lanes, run_lanes
+from shardstream.cluster_sync.writer_lanes import SegmentItem, by_namespace, plan_lanes, run_lanes
 from shardstream.errors import ShardstreamError
 from shardstream.resume_token import ResumeToken
 
@@ -46,11 +48,13 @@ MAJORITY: Final = WriteConcern("majority")
 CONFLICT_POLICIES: Final = ("fail", "overwrite", "skip")
 # DDL events after which a target collection's shard key may differ (read again).
 PLACEMENT_DDL: Final = frozenset({"shardCollection", "create", "drop", "rename", "dropDatabase"})
+_READDRESSED_TRIES: Final = 3
 _T = TypeVar("_T")
 
 
 class SyncConflict(ShardstreamError):
-    """The target refused a write with a duplicate key (``--on-conflict`` says what to do)."""
+    """The target refused a write: a duplicate key (``--on-conflict`` says what to do), or
+    one it cannot take whatever the policy (named in the message)."""
 
 
 class BatchApplier:
@@ -112,8 +116,6 @@ class BatchApplier:
         Replayed over later writes instead, a rename with ``dropTarget`` would drop the
         renamed collection for one recreated by the replayed writes to its old name.
         """
-        if not self._shard_keys.read:
-            self._retrying(self._shard_keys.refresh)
         segment: list[SegmentItem] = []
         before: Mapping[str, Any] | None = None  # the token of the last item applied
         position = 0
@@ -170,7 +172,7 @@ class BatchApplier:
             run_lanes(self._pool, plan, self._lane, self._transaction)
 
     def _lane(self, writes: list[CrudWrite]) -> None:
-        for target, group in _by_namespace(writes):
+        for target, group in by_namespace(writes):
             self._bulk(target, group)
 
     def _bulk(self, target: Namespace, writes: list[CrudWrite]) -> None:
@@ -197,19 +199,30 @@ class BatchApplier:
                     start += index + 1
 
     def _readdressed(
-        self, target: Namespace, fields: tuple[str, ...], write: CrudWrite, exc: BulkWriteError
+        self,
+        target: Namespace,
+        fields: tuple[str, ...],
+        write: CrudWrite,
+        exc: BulkWriteError,
+        *,
+        pin: bool = True,
     ) -> bool:
-        """Whether ``write``, refused for the target's shard key, can go again addressed
-        better: the key is not ``fields`` (what the writes were addressed by) any more, or
-        an update's document key values were read for it."""
+        """Whether ``write``, refused for the target's shard key, can go again better
+        addressed: by keys now other than ``fields``, or (``pin``) by its current values."""
         code = exc.details["writeErrors"][0].get("code")
-        if code == SHARD_KEY_NOT_FOUND:
+        if code not in (SHARD_KEY_NOT_FOUND, KEY_UPDATE_WITHOUT_KEY):
+            return False
+        if not self._shard_keys.strict:
+            self._retrying(self._shard_keys.tighten)
+        elif code == SHARD_KEY_NOT_FOUND:
             self._retrying(self._shard_keys.refresh)
-            return self._shard_keys.fields(target) != fields
-        if code != KEY_UPDATE_WITHOUT_KEY or write.update is None or not fields:
+        now = self._shard_keys.fields(target)
+        if code == SHARD_KEY_NOT_FOUND or now != fields or not pin:
+            return now != fields
+        if write.update is None or not now:
             return False
         collection = self._collection(target)
-        values = self._retrying(partial(current_key_values, collection, write, fields))
+        values = self._retrying(partial(current_key_values, collection, write, now))
         return values is not None and self._shard_keys.pin(target, write, values)
 
     def _conflict(self, target: Namespace, write: CrudWrite, exc: BulkWriteError) -> dict[str, Any]:
@@ -233,40 +246,45 @@ class BatchApplier:
         self.conflicts += 1
         return key
 
-    def _transaction(self, writes: list[CrudWrite], *, attempt: int = 0) -> None:
-        # The namespace group being written, with each model's write: a BulkWriteError's
-        # index counts in it, so a conflict is reported with the refused write.
+    def _transaction(self, writes: list[CrudWrite]) -> None:
+        # The piece being written, with each model's index in its namespace group: a
+        # BulkWriteError's index counts in the piece, so a conflict names the refused write.
         current: list[tuple[Namespace, list[CrudWrite], tuple[str, ...], list[int]]] = []
 
         def body(session: ClientSession) -> None:
-            for target, group in _by_namespace(writes):
+            for target, group in by_namespace(writes):
                 fields = self._shard_keys.fields(target)
-                pinned = self._shard_keys.pinned(target)
-                models, owners = addressed_models(group, fields, pinned)
-                current[:] = [(target, group, fields, owners)]
-                self._collection(target).bulk_write(models, ordered=True, session=session)
+                collection = self._collection(target)
+                for offset, piece, read in transaction_segments(group, fields):
+                    if read:  # an update of an addressed collection, by its current key
+                        values = current_key_values(collection, piece[0], fields, session)
+                        models, owners = [addressed_update(piece[0], values)], [0]
+                    else:
+                        models, owners = addressed_models(piece, fields)
+                    current[:] = [(target, group, fields, [offset + n for n in owners])]
+                    collection.bulk_write(models, ordered=True, session=session)
 
         def run() -> None:
             with self._client.start_session() as session:
                 session.with_transaction(body, write_concern=MAJORITY)
 
-        try:
-            self._retrying(run)
-        except BulkWriteError as exc:
-            target, group, fields, owners = current[0]  # set before a bulk write fails
-            write = group[owners[int(exc.details["writeErrors"][0]["index"])]]
-            # Once more, addressed better (each write at most once, so this ends).
-            if attempt < len(writes) and self._readdressed(target, fields, write, exc):
-                self._transaction(writes, attempt=attempt + 1)
+        # Again while keys read at a refusal address it better (each try follows a change).
+        for attempt in range(_READDRESSED_TRIES):
+            try:
+                self._retrying(run)
                 return
-            if self._on_conflict == "fail":
-                self._conflict(target, write, exc)
-            # Under a conflict policy the transaction's writes go one by one instead.
-            for target, group in _by_namespace(writes):
-                self._bulk(target, group)
-            return
-        for target, group in _by_namespace(writes):
-            self._shard_keys.unpin(target, group)
+            except BulkWriteError as exc:
+                target, group, fields, owners = current[0]  # set before a write fails
+                write = group[owners[int(exc.details["writeErrors"][0]["index"])]]
+                last = attempt == _READDRESSED_TRIES - 1
+                if not last and self._readdressed(target, fields, write, exc, pin=False):
+                    continue
+                if self._on_conflict == "fail":
+                    self._conflict(target, write, exc)
+                break
+        # Under a conflict policy the transaction's writes go one by one instead.
+        for target, group in by_namespace(writes):
+            self._bulk(target, group)
 
     def _collection(self, target: Namespace) -> Collection[Any]:
         # One per namespace for the sync's life: building it per bulk write showed in
@@ -283,16 +301,3 @@ class BatchApplier:
 
 def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:
     return isinstance(item, CrudWrite) and item.transaction == first.transaction
-
-
-def _by_namespace(writes: list[CrudWrite]) -> list[tuple[Namespace, list[CrudWrite]]]:
-    """The writes grouped per namespace, in order within each (one bulk write each).
-
-    Only a document's own writes are ordered, and a document lives in one namespace, so
-    writes to different namespaces need not keep their interleaving; grouping them all
-    (not just consecutive ones) makes one bulk write per namespace, not one per switch.
-    """
-    groups: dict[Namespace, list[CrudWrite]] = {}
-    for write in writes:
-        groups.setdefault(write.target, []).append(write)
-    return list(groups.items())

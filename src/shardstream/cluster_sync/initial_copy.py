@@ -250,7 +250,8 @@ def _movable(shard_key: tuple[str, ...]) -> bool:
 
 def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, Any]:
     """``_id`` and the shard key's values: mongos refuses an upsert without the whole key."""
-    return {"_id": document["_id"], **key_values(document, shard_key)}
+    values = key_values(document, shard_key)
+    return {"_id": document["_id"], **{path: {"$eq": v} for path, v in values.items()}}
 
 
 def _remove_moved(writer: Any, batch: list[RawBSONDocument], shard_key: tuple[str, ...]) -> None:

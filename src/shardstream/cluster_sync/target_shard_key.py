@@ -1,40 +1,41 @@
 """Sync: writes addressed by the target's own shard key, where its owner sharded it otherwise.
 
 An insert or replace is written as an upsert by the event's ``documentKey`` (``_id`` and the
-*source's* shard key).  A target collection sharded on fields that key lacks (a replica
-set synced into a sharded cluster, or a collection its owner sharded on another key) is
-not addressed by it: mongos refuses an upsert whose query lacks the target's whole shard
-key ("Failed to target upsert by query", code 61) until feature compatibility version
-7.1, where it finds the document by its query first (``updateOneWithoutShardKey``).  So
-below 7.1 the target's shard keys are read from its ``config.collections`` and such an
-upsert is addressed by ``_id`` and the target key's values, taken from the new document
-(null where it has none, as its shard key value then is), each as ``$eq``.
+*source's* shard key), an update and a delete by it.  A target collection sharded on fields
+that key lacks (a replica set synced into a sharded cluster, or a collection its owner
+sharded on another key) is not addressed by it before feature compatibility version 7.1
+(``updateOneWithoutShardKey``): mongos refuses an upsert whose query lacks the target's
+whole shard key ("Failed to target upsert by query", code 61), and a shard refuses an
+update that changes the document's key value by such a query (31025).  From 7.1 mongos
+finds the document by its query first and takes both.  What a cluster does is not asked
+(``getParameter`` of the feature compatibility version is undefined on mongos): the sync
+starts with the ``documentKey`` and, at the first refusal, reads the target's shard keys
+from its ``config.collections`` and addresses every write that needs it from then on
+(again after each DDL event that can change them, and at a refusal with code 61: its
+owner sharded a collection meanwhile).
 
-With the value in the query the upsert misses a copy of the document that still holds
-another value for those fields: a copy written before the source changed them, or by an
-event replayed after a restart, so the new version would land beside it (another shard)
-or fail on its ``_id`` (the same one).  So each such upsert is preceded by a delete of the
-copy by ``_id`` whose target key value differs: a ``DeleteOne``, which mongos takes by its
-exact ``_id`` (sent to every shard), not a ``DeleteMany``, which would make pymongo send
-the bulk write as not retryable.  pymongo sends an ordered bulk write as one command per
-run of one kind of write, so the deletes of a run of writes to distinct documents go
-first, together: two commands per run rather than two per document.
+Addressed, an upsert goes by ``_id`` and the target key's values, taken from the new
+document (null where it has none, as its shard key value then is), each as ``$eq``.  With
+the value in the query the upsert misses a copy of the document that still holds another
+value for those fields (a copy written before the source changed them, or by an event
+replayed after a restart), so the new version would land beside it (another shard) or fail
+on its ``_id`` (the same one); so each such upsert is preceded by a delete of the copy by
+``_id`` whose key value differs: a ``DeleteOne``, which mongos takes by its exact ``_id``
+(sent to every shard), not a ``DeleteMany``, which would make pymongo send the bulk write
+as not retryable.  pymongo sends an ordered bulk write as one command per run of one kind
+of write, so the deletes of a run of writes to distinct documents go first, together.
 
-The keys are read when the sync's writers start, after every DDL event that can change
-them, and when the target refuses an upsert with code 61 (its owner sharded a collection
-meanwhile).  A target user who may not read ``config`` (error 13) gets the ``documentKey``
-as before; one who may not read the feature compatibility version is taken to be below 7.1.
-
-An update that changes the target key's value is refused by a shard before 7.1 (error
-31025) unless its query holds that key's whole old value, which the event does not carry:
-the document's current key values are then read from the target by ``_id`` and the update
-is sent again with them (as a retryable write or in a transaction, where mongos moves the
-document to the shard owning its new value).
+An update refused for changing the key goes again with the document's current key values
+(which the event does not carry), read from the target by ``_id`` where the write stands:
+after the writes before it in a bulk write; inside a transaction, in the transaction, just
+before each update of an addressed collection.  Sent as a retryable write or in a
+transaction, it lets mongos move the document to the shard owning its new value.  A
+target user who may not read ``config`` (error 13) gets the refusal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from pymongo import MongoClient
@@ -48,7 +49,6 @@ from shardstream.cluster_sync.shard_target import catalog_collections
 SHARD_KEY_NOT_FOUND: Final = 61
 KEY_UPDATE_WITHOUT_KEY: Final = 31025
 UNAUTHORIZED: Final = 13
-FIRST_FCV_WITHOUT_KEY: Final = (7, 1)
 ShardKeys = dict[Namespace, tuple[str, ...]]
 Pinned = dict[tuple[bytes, str], dict[str, Any]]
 """Current target key values, by (route, token ``_data``) of the update that needs them."""
@@ -65,18 +65,6 @@ def target_shard_keys(target: MongoClient[Any]) -> ShardKeys | None:
         return None
 
 
-def upserts_need_the_key(target: MongoClient[Any]) -> bool:
-    """Whether mongos refuses an upsert without the whole shard key: below FCV 7.1."""
-    try:
-        reply = target.admin.command({"getParameter": 1, "featureCompatibilityVersion": 1})
-    except OperationFailure:
-        return True  # not allowed to ask: assume the stricter rule
-    version = str((reply.get("featureCompatibilityVersion") or {}).get("version", "0.0"))
-    major, _, minor = version.partition(".")
-    release = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else (0, 0)
-    return release < FIRST_FCV_WITHOUT_KEY
-
-
 def key_values(document: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     """The values of the (dotted) ``fields`` in ``document``; a missing one is null, as the
     shard key value of a document without it is."""
@@ -90,29 +78,35 @@ def key_values(document: Mapping[str, Any], fields: Sequence[str]) -> dict[str, 
 
 
 class TargetShardKeys:
-    """The target's shard keys that writes must carry, kept current, and the key values
-    read for updates refused without them (shared by lanes: a refresh swaps the whole map;
-    a pin is one document's, on its own lane)."""
+    """The target's shard keys that writes must carry once the target refused one without
+    them, kept current, and the key values read for refused updates (shared by lanes: a
+    refresh swaps the whole map; a pin is one document's, on its own lane)."""
 
     def __init__(self, target: MongoClient[Any]) -> None:
-        """Keep the keys of ``target``; they are read by the first :meth:`refresh`."""
+        """Address nothing until :meth:`tighten`."""
         self._target = target
-        self._fields: ShardKeys | None = None
+        self._fields: ShardKeys = {}
+        self._strict = False
         self._pinned: dict[Namespace, Pinned] = {}
 
     @property
-    def read(self) -> bool:
-        """Whether the keys were read yet."""
-        return self._fields is not None
+    def strict(self) -> bool:
+        """Whether the target refused a write for its shard key (it is below FCV 7.1)."""
+        return self._strict
+
+    def tighten(self) -> None:
+        """From now on address writes by the target's keys (read here)."""
+        self._fields = target_shard_keys(self._target) or {}
+        self._strict = True
 
     def refresh(self) -> None:
-        """Read the keys (again): none from FCV 7.1, where mongos needs none."""
-        keys = target_shard_keys(self._target) or {}
-        self._fields = keys if keys and upserts_need_the_key(self._target) else {}
+        """Read the keys again, if they are in use."""
+        if self._strict:
+            self._fields = target_shard_keys(self._target) or {}
 
     def fields(self, ns: Namespace) -> tuple[str, ...]:
         """The fields of ``ns``'s shard key on the target that its writes must carry."""
-        return (self._fields or {}).get(ns, ())
+        return self._fields.get(ns, ())
 
     def pinned(self, ns: Namespace) -> Pinned:
         """The key values read for ``ns``'s refused updates."""
@@ -135,11 +129,36 @@ class TargetShardKeys:
 
 
 def current_key_values(
-    collection: Any, write: CrudWrite, fields: tuple[str, ...]
+    collection: Any, write: CrudWrite, fields: tuple[str, ...], session: Any = None
 ) -> dict[str, Any] | None:
-    """The target key values of ``write``'s document as the target holds it (None: none)."""
-    found = collection.find_one({"_id": write.key.get("_id")}, dict.fromkeys(fields, 1))
+    """The target key values of ``write``'s document as the target holds it (None: none),
+    read in ``session`` (a transaction sees its own writes)."""
+    projection = dict.fromkeys(fields, 1)
+    found = collection.find_one({"_id": write.key.get("_id")}, projection, session=session)
     return None if found is None else key_values(found, fields)
+
+
+def transaction_segments(
+    writes: Sequence[CrudWrite], fields: tuple[str, ...]
+) -> Iterator[tuple[int, Sequence[CrudWrite], bool]]:
+    """``writes`` of one collection in a transaction, cut for addressing: ``(offset,
+    writes, read)``, ``read`` for an update alone, whose key values are read first."""
+    start = 0
+    for n, write in enumerate(writes):
+        if fields and write.update is not None:
+            if n > start:
+                yield start, writes[start:n], False
+            yield n, writes[n : n + 1], True
+            start = n + 1
+    if start < len(writes):
+        yield start, writes[start:], False
+
+
+def addressed_update(write: CrudWrite, values: Mapping[str, Any] | None) -> WriteModel:
+    """``write`` (an update) by ``_id`` and the key ``values`` (None: as planned)."""
+    if values is None or write.update is None:
+        return write.model
+    return UpdateOne(_by_key(write, values), write.update, upsert=False)
 
 
 def addressed_models(
@@ -197,7 +216,7 @@ def _addressed(
 ) -> tuple[WriteModel | None, WriteModel]:
     """The stale copy's delete (if the write needs one) and the write itself."""
     if write.update is not None and pinned is not None:
-        return None, UpdateOne(_by_key(write, pinned), write.update, upsert=False)
+        return None, addressed_update(write, pinned)
     if write.document is None or all(path in write.key for path in fields):
         return None, write.model
     values = key_values(write.document, fields)

@@ -160,3 +160,16 @@ def _joint(role: JointRole, transaction: Callable[[list[CrudWrite]], None]) -> b
         return True
     step.done.wait()
     return not step.failed
+
+
+def by_namespace(writes: list[CrudWrite]) -> list[tuple[Namespace, list[CrudWrite]]]:
+    """The writes grouped per namespace, in order within each (one bulk write each).
+
+    Only a document's own writes are ordered, and a document lives in one namespace, so
+    writes to different namespaces need not keep their interleaving; grouping them all
+    (not just consecutive ones) makes one bulk write per namespace, not one per switch.
+    """
+    groups: dict[Namespace, list[CrudWrite]] = {}
+    for write in writes:
+        groups.setdefault(write.target, []).append(write)
+    return list(groups.items())

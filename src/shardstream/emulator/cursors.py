@@ -15,10 +15,12 @@ import functools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
+from bson.int64 import Int64
 from bson.max_key import MaxKey
 from bson.min_key import MinKey
+from bson.objectid import ObjectId
 
 from shardstream.emulator.aggregation_expressions import expression_is_true
 from shardstream.emulator.bson_order import MISSING_KEY, NAN_KEY, NULL_BRACKET, ORDERED, sort_key
@@ -56,12 +58,17 @@ def _compare(value: Any, op: str, operand: Any) -> bool:
     return ORDERED[op]((left > right) - (left < right))
 
 
+# Types whose Python equality is the server's for two values of the type (not float: NaN;
+# not Decimal128, which compares bit patterns; not datetime: naive against aware).
+_PLAIN: Final = frozenset({str, int, bool, Int64, ObjectId, bytes})
+
+
 def _equals(value: Any, operand: Any) -> bool:
     # The server's equality: numbers by value across int, long, double and decimal, but
     # never across brackets (Python takes True == 1), and NaN equal to NaN.
     if value is MISSING:
         return operand is None
-    if type(value) is type(operand) and not isinstance(value, float | Mapping | list):
+    if type(value) is type(operand) and type(value) in _PLAIN:
         return bool(value == operand)
     return sort_key(value) == sort_key(operand)
 

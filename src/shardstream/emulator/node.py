@@ -33,7 +33,6 @@ from shardstream.emulator.faults import (
     Hangup,
     SilentDeath,
     Stall,
-    require_admin,
 )
 from shardstream.emulator.loading import LoadMethods
 from shardstream.emulator.projection import projector
@@ -71,7 +70,6 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
         self._commands: dict[str, Handler] = {
             "ping": lambda _body: {"ok": 1.0},
             "buildinfo": self._build_info,
-            "getparameter": lambda body: _get_parameter(body, self.max_wire_version),
             "endsessions": lambda _body: {"ok": 1.0},
             "find": self._find,
             "getmore": self._get_more,
@@ -357,14 +355,3 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
             "cursorsUnknown": [],
             "ok": 1.0,
         }
-
-
-def _get_parameter(body: Body, wire_version: int) -> Body:
-    """``getParameter`` of ``featureCompatibilityVersion``: the release's own (7.0, 8.0)."""
-    require_admin(body, "getParameter")
-    if not body.get("featureCompatibilityVersion"):
-        raise CommandError(
-            2, "BadValue", "emulator answers getParameter for featureCompatibilityVersion only"
-        )
-    version = _VERSIONS.get(wire_version, "7.0.0").rsplit(".", 1)[0]
-    return {"featureCompatibilityVersion": {"version": version}, "ok": 1.0}

@@ -36,9 +36,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import bson
 from bson.regex import Regex
 
-from shardstream.emulator.cursors import lookup
+from shardstream.emulator.cursors import MISSING, lookup
 from shardstream.emulator.document_store import WriteError
 
 Body = dict[str, Any]
@@ -91,7 +92,7 @@ def refuse_key_change(
     """
     if key is None or exact_shard_key(query, key):
         return
-    if any(lookup(pre, path) != lookup(post, path) for path in key):
+    if _key_bytes(pre, key) != _key_bytes(post, key):
         raise WriteError(
             KEY_UPDATE_WITHOUT_KEY,
             f"Location{KEY_UPDATE_WITHOUT_KEY}",
@@ -102,6 +103,15 @@ def refuse_key_change(
 def exact_shard_key(query: Mapping[str, Any], key: Mapping[str, Any]) -> bool:
     """Whether ``query`` holds an exact value for every field of the shard key ``key``."""
     return all(_exact_value(query, path) for path in key)
+
+
+def _key_bytes(document: Mapping[str, Any], key: Mapping[str, Any]) -> bytes:
+    # Compared as the server does, bit for bit (1 and 1.0 differ), a missing field as null.
+    values = {}
+    for n, path in enumerate(key):
+        value = lookup(document, path)
+        values[str(n)] = None if value is MISSING else value
+    return bson.encode(values)
 
 
 def _exact_value(query: Mapping[str, Any], path: str) -> bool:

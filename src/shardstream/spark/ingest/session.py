@@ -17,6 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from shardstream.errors import ConfigurationError
+from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
+
+# Spark's driver refuses to start below 450 MiB of heap ("System memory ... must be at
+# least 471859200"); the next round size, so the refusal is ours and says what to do.
+MIN_DRIVER_MEMORY: Final = 512 << 20
 _LOG4J: Final = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -28,18 +34,35 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
+def driver_memory_setting(text: str | None) -> str | None:
+    """``--driver-memory`` as Spark reads ``spark.driver.memory`` (whole MiB), or None.
+
+    Raises:
+        ConfigurationError: not a size, or below what Spark starts with.
+    """
+    if text is None:
+        return None
+    size = parse_byte_size("--driver-memory", text)
+    if size < MIN_DRIVER_MEMORY:
+        raise ConfigurationError(
+            f"expected --driver-memory of at least {format_byte_size(MIN_DRIVER_MEMORY)} "
+            f"(Spark refuses to start with less than 450m), got {text!r:.40}"
+        )
+    return f"{size >> 20}m"
+
+
 @contextlib.contextmanager
 def spark_session(
     master: str, *, app_name: str = "shardstream-ingest", driver_memory: str | None = None
 ) -> Iterator[Any]:
     """A SparkSession for an ingest: the active one if there is one, else a new one.
 
-    ``driver_memory`` (``spark.driver.memory``, e.g. ``"2048m"``) applies to a new one
-    only: a running JVM keeps its heap.  Only a session started here is stopped on exit
-    (a caller's own session, e.g. a test suite's, stays up).  The caller's session counts
-    from any thread: pyspark's "active" session is per thread, and a command run on a
-    worker thread would otherwise take the caller's session from ``getOrCreate`` as its own
-    and stop it.
+    ``driver_memory`` (``spark.driver.memory``, e.g. ``"2048m"``) applies to a JVM started
+    here only: one this process started before keeps its heap.  Only a session started
+    here is stopped on exit (a caller's own session, e.g. a test suite's, stays up).  The
+    caller's session counts from any thread: pyspark's "active" session is per thread, and
+    a command run on a worker thread would otherwise take the caller's session from
+    ``getOrCreate`` as its own and stop it.
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
