@@ -18,16 +18,7 @@ built before the documents arrive, unique ones after (a duplicate then fails onc
 its key, instead of per batch), all before phase 2.  A collection sharded on the source is
 sharded alike on the target before its documents arrive with ``shard_target``, else
 reported as landing unsharded (:mod:`~shardstream.cluster_sync.shard_target`).
-
-A document already on the target (copied before a restart) is replaced by ``_id`` and the
-target's shard key (its own, read from its catalog after the sharding above: the source's
-with ``shard_target``, whatever its owner chose without).  On a sharded target that is not
-enough when the source changed the document's shard key value since: its old copy keeps
-the old value, so the new version lands in another chunk, where the insert succeeds beside
-it (another shard) or the upsert by the new key misses it and hits its ``_id`` (the same
-shard).  So where the target held documents before the copy began, each batch first looks
-its ``_id``s up on every shard and deletes by ``_id`` alone the copies whose key value
-differs.
+The batches are written by :mod:`~shardstream.cluster_sync.copy_writes`.
 """
 
 from __future__ import annotations
@@ -40,19 +31,20 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Final
 
-import bson
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError
-from pymongo.operations import ReplaceOne
 from pymongo.write_concern import WriteConcern
 
-from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.copy_ranges import id_ranges
+from shardstream.cluster_sync.copy_writes import holds_documents, movable, retried_insert
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
-from shardstream.cluster_sync.shard_target import sharded_collections, unsharded_notice
+from shardstream.cluster_sync.shard_target import (
+    ShardedCollection,
+    sharded_collections,
+    unsharded_notice,
+)
 from shardstream.cluster_sync.source_catalog import (
     RAW_DOCUMENTS,
     SourceCollection,
@@ -66,7 +58,7 @@ from shardstream.cluster_sync.target_catalog import (
     shard_like_source,
 )
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
-from shardstream.cluster_sync.target_shard_key import key_values, target_shard_keys
+from shardstream.cluster_sync.target_shard_key import target_shard_keys
 
 COPY_BATCH: Final = 1000
 # A collection is split once it holds two ranges of this many documents (the estimate).
@@ -136,15 +128,7 @@ def copy_collections(
         placement = sharded.get(collection.ns)
         if placement is not None and shard_target:
             shard_like_source(target, namespaces, collection, placement)
-    # The target's own keys address the copy's upserts: the source's, with shard_target;
-    # whatever its owner chose, without (on every version: the whole key is never refused).
-    target_keys = retrying(partial(target_shard_keys, target), retry_for_s)
-    if target_keys is None:  # not allowed to read the target's catalog
-        target_keys = {
-            namespaces.target(*ns): tuple(placement.key)
-            for ns, placement in sharded.items()
-            if shard_target
-        }
+    target_keys = _landing_keys(target, namespaces, sharded, shard_target, retry_for_s)
     for collection in collections:
         placement = sharded.get(collection.ns)
         landed = namespaces.target(*collection.ns)
@@ -165,7 +149,7 @@ def copy_collections(
     moved = {
         ns
         for ns, key in keys.items()
-        if _movable(key) and _holds_documents(target, namespaces.target(*ns))
+        if movable(key) and holds_documents(target, namespaces.target(*ns))
     }
     with ThreadPoolExecutor(max(1, readers), thread_name_prefix="shardstream-copy") as pool:
         pieces = [piece for plan in pool.map(split, copied) for piece in plan]
@@ -181,7 +165,7 @@ def copy_collections(
                 stopping,
                 batch,
                 partial(
-                    _retried_insert,
+                    retried_insert,
                     on_conflict=on_conflict,
                     retry_for_s=retry_for_s,
                     shard_key=keys[c.ns],
@@ -226,92 +210,19 @@ def _copy_documents(
                 return
 
 
-def _retried_insert(
-    writer: Any,
-    batch: list[RawBSONDocument],
-    *,
-    on_conflict: str,
+def _landing_keys(
+    target: MongoClient[Any],
+    namespaces: NamespaceMap,
+    sharded: Mapping[Namespace, ShardedCollection],
+    shard_target: bool,
     retry_for_s: float,
-    shard_key: tuple[str, ...],
-    remove_moved: bool,
-) -> None:
-    insert = partial(_insert, writer, batch, on_conflict, shard_key, remove_moved)
-    retrying(insert, retry_for_s)
-
-
-def _holds_documents(target: MongoClient[Any], ns: Namespace) -> bool:
-    return target[ns[0]][ns[1]].find_one({}, {"_id": 1}) is not None
-
-
-def _movable(shard_key: tuple[str, ...]) -> bool:
-    """Whether a document's shard key value can change (``_id`` never does)."""
-    return any(path.split(".")[0] != "_id" for path in shard_key)
-
-
-def _by_key(document: RawBSONDocument, shard_key: tuple[str, ...]) -> dict[str, Any]:
-    """``_id`` and the shard key's values: mongos refuses an upsert without the whole key."""
-    values = key_values(document, shard_key)
-    return {"_id": document["_id"], **{path: {"$eq": v} for path, v in values.items()}}
-
-
-def _remove_moved(writer: Any, batch: list[RawBSONDocument], shard_key: tuple[str, ...]) -> None:
-    """Delete the target's copies of ``batch`` whose shard key value is not the batch's.
-
-    By ``_id`` alone mongos asks every shard (and takes a multi delete without the shard
-    key), where the insert or the upsert by the new value reaches one chunk only.  Values
-    are compared as BSON, stricter than the server: at worst an equal key is rewritten.
-    """
-
-    def key_of(document: Mapping[str, Any]) -> bytes:
-        return bson.encode(key_values(document, shard_key))
-
-    wanted = {bson.encode({"_id": d["_id"]}): key_of(d) for d in batch}
-    ids = {"_id": {"$in": [d["_id"] for d in batch]}}
-    fields = dict.fromkeys((path.split(".")[0] for path in shard_key), 1)
-    stale = [
-        copy["_id"]
-        for copy in writer.find(ids, fields)
-        if wanted.get(bson.encode({"_id": copy["_id"]})) != key_of(copy)
-    ]
-    if stale:
-        writer.delete_many({"_id": {"$in": stale}})
-
-
-def _insert(
-    writer: Any,
-    batch: list[RawBSONDocument],
-    on_conflict: str,
-    shard_key: tuple[str, ...],
-    remove_moved: bool,
-) -> None:
-    if remove_moved:
-        _remove_moved(writer, batch, shard_key)
-    try:
-        writer.insert_many(batch, ordered=False)
-    except BulkWriteError as exc:
-        again: list[ReplaceOne[Any]] = []
-        for error in exc.details["writeErrors"]:
-            key_pattern = error.get("keyPattern") or {}
-            key = error.get("keyValue") or {}
-            document = batch[int(error["index"])]
-            if error.get("code") != DUPLICATE_KEY:
-                raise SyncConflict(
-                    f"the target refused a copied document of {writer.full_name}: error "
-                    f"{error.get('code')} ({error.get('errmsg')})"
-                ) from exc
-            if list(key_pattern) != ["_id"]:
-                # A unique index the source does not have: the conflict policy decides.
-                if on_conflict == "fail":
-                    raise SyncConflict(
-                        f"the target refused a copied document of {writer.full_name}: "
-                        f"duplicate key {key!r}; pass --on-conflict overwrite or skip to go on"
-                    ) from exc
-                if on_conflict == "skip":
-                    continue
-                writer.delete_many(key)
-            # Copied before a restart with the same shard key value (another one was
-            # removed above), sent again after a lost reply, or its key holder just
-            # removed: write this copy's version, as new as the stream's start or newer.
-            again.append(ReplaceOne(_by_key(document, shard_key), document, upsert=True))
-        if again:
-            writer.bulk_write(again, ordered=False)
+) -> dict[Namespace, tuple[str, ...]]:
+    """The target collections' shard keys, which address the copy's upserts (on every
+    version: the whole key is never refused): the source's with ``shard_target``, whatever
+    the owner chose without; for a user who may not read the target's catalog, the
+    source's with ``shard_target``, else none."""
+    keys = retrying(partial(target_shard_keys, target), retry_for_s)
+    if keys is not None:
+        return keys
+    chosen = sharded.items() if shard_target else ()
+    return {namespaces.target(*ns): tuple(placement.key) for ns, placement in chosen}

@@ -158,7 +158,7 @@ def addressed_update(write: CrudWrite, values: Mapping[str, Any] | None) -> Writ
     """``write`` (an update) by ``_id`` and the key ``values`` (None: as planned)."""
     if values is None or write.update is None:
         return write.model
-    return UpdateOne(_by_key(write, values), write.update, upsert=False)
+    return UpdateOne(key_query(write.key.get("_id"), values), write.update, upsert=False)
 
 
 def addressed_models(
@@ -206,9 +206,11 @@ def _pin(write: CrudWrite) -> tuple[bytes, str]:
     return write.route, str(write.token.get("_data"))
 
 
-def _by_key(write: CrudWrite, values: Mapping[str, Any]) -> dict[str, Any]:
-    # _id and the target key's own paths: the source's (maybe dotted) fields stay out.
-    return {"_id": write.key.get("_id"), **{path: {"$eq": v} for path, v in values.items()}}
+def key_query(document_id: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The query of a document by ``_id`` and its target key ``values`` (``$eq`` each: a
+    value may be a document whose field names start with ``$``); the source's own, maybe
+    dotted, key fields stay out of it."""
+    return {"_id": document_id, **{path: {"$eq": v} for path, v in values.items()}}
 
 
 def _addressed(
@@ -222,4 +224,6 @@ def _addressed(
     values = key_values(write.document, fields)
     differs = [{path: {"$ne": v}} for path, v in values.items()]
     stale = {"_id": write.key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
-    return DeleteOne(stale), ReplaceOne(_by_key(write, values), write.document, upsert=True)
+    return DeleteOne(stale), ReplaceOne(
+        key_query(write.key.get("_id"), values), write.document, upsert=True
+    )
