@@ -1,12 +1,13 @@
 """Sync: a batch of planned writes applied by N parallel writers, in a safe order.
 
 A batch is cut into segments at each DDL event, a barrier: everything before it is
-acknowledged, then it runs alone. Within a segment the writes go out through ``writers``
-lanes (:mod:`~shardstream.cluster_sync.writer_lanes`), each write routed by a hash of
-(target namespace, ``_id``): one document's writes stay in order on one lane while
-different documents go in parallel, as ordered bulk writes per namespace. A source
-transaction is by default applied as one transaction on the target (all its events commit
-together), in step with the lanes of its documents only.
+acknowledged, then it runs alone (:mod:`~shardstream.cluster_sync.batch_segments`, which
+also puts a DDL event inside a transaction ahead of it). Within a segment the writes go
+out through ``writers`` lanes (:mod:`~shardstream.cluster_sync.writer_lanes`), each write
+routed by a hash of (target namespace, ``_id``): one document's writes stay in order on
+one lane while different documents go in parallel, as ordered bulk writes per namespace.
+A source transaction is by default applied as one transaction on the target (all its
+events commit together), in step with the lanes of its documents only.
 
 Every write is idempotent, so a write the target may or may not have taken before a
 connection dropped is simply sent again: connection errors are retried with exponential
@@ -27,6 +28,7 @@ from pymongo.errors import BulkWriteError
 from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
+from shardstream.cluster_sync.batch_segments import Barrier, batch_steps
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
@@ -116,53 +118,36 @@ class BatchApplier:
         Replayed over later writes instead, a rename with ``dropTarget`` would drop the
         renamed collection for one recreated by the replayed writes to its old name.
         """
-        segment: list[SegmentItem] = []
-        before: Mapping[str, Any] | None = None  # the token of the last item applied
-        position = 0
-        while position < len(items):
-            item = items[position]
-            if isinstance(item, DdlChange):
-                self._parallel(segment)
-                segment = []
-                if (
-                    checkpoint is not None
-                    and before is not None
-                    and ResumeToken.from_document(before)
-                    < ResumeToken.from_document(item.event["_id"])
-                ):
-                    # Not when a regrouped transaction put a later event first (events
-                    # of one cluster time, from other shards): resuming after it would
-                    # skip the DDL event. The batch's previous checkpoint then stands.
-                    checkpoint(before)
-                self._retrying(
-                    partial(
-                        apply_ddl,
-                        self._client,
-                        item.event,
-                        self._namespaces,
-                        shard_target=self._shard_target,
-                    )
-                )
-                if item.event.get("operationType") in PLACEMENT_DDL:
-                    self._retrying(self._shard_keys.refresh)
-                before = item.event["_id"]
-                if checkpoint is not None:
-                    checkpoint(before)
-                position += 1
-                continue
-            if item.transaction is not None and self._transactions:
-                end = position
-                while end < len(items) and _same_transaction(items[end], item):
-                    end += 1
-                writes = [w for w in items[position:end] if isinstance(w, CrudWrite)]
-                segment.append(writes)
-                before = writes[-1].token
-                position = end
+        for step in batch_steps(items, self._transactions):
+            if isinstance(step, Barrier):
+                self._barrier(step, checkpoint)
             else:
-                segment.append(item)
-                before = item.token
-                position += 1
-        self._parallel(segment)
+                self._parallel(step)
+
+    def _barrier(
+        self, step: Barrier, checkpoint: Callable[[Mapping[str, Any]], None] | None
+    ) -> None:
+        """Apply a DDL event alone, between checkpoints (see :meth:`apply`)."""
+        token = step.ddl.event["_id"]
+        before = step.before
+        if (
+            checkpoint is not None
+            and before is not None
+            and ResumeToken.from_document(before) < ResumeToken.from_document(token)
+        ):
+            # Not when a regrouped transaction put a later event first (events of one
+            # cluster time, from other shards): resuming after it would skip the DDL
+            # event. The batch's previous checkpoint then stands.
+            checkpoint(before)
+        event = step.ddl.event
+        shard_target = self._shard_target
+        self._retrying(
+            partial(apply_ddl, self._client, event, self._namespaces, shard_target=shard_target)
+        )
+        if event.get("operationType") in PLACEMENT_DDL:
+            self._retrying(self._shard_keys.refresh)
+        if checkpoint is not None and step.settles:
+            checkpoint(token)
 
     # -- document writes ---------------------------------------------------------------
 
@@ -297,7 +282,3 @@ class BatchApplier:
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retrying(call, self._retry_for_s)
-
-
-def _same_transaction(item: CrudWrite | DdlChange, first: CrudWrite) -> bool:
-    return isinstance(item, CrudWrite) and item.transaction == first.transaction
