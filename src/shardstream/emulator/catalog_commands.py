@@ -4,7 +4,8 @@
 Listings are answered in one batch (cursor id 0), as mongod does for a small catalog.
 ``listCollections`` and ``listDatabases`` honour ``filter`` with the same filter subset as
 ``find`` (so an unsupported operator is refused with ``BadValue``) and ``nameOnly``. Only
-collections in the document store are listed: ``local.oplog.rs`` and the ``admin`` /
+collections in the document store (and the views of its ``system.views``) are listed:
+``local.oplog.rs`` and the ``admin`` /
 ``config`` / ``local`` databases a real node always has are not.
 
 See also src/mongo/db/commands/list_collections.cpp and list_databases.cpp.
@@ -21,6 +22,7 @@ from shardstream.emulator.cursors import matches, select
 from shardstream.emulator.ddl_commands import not_found
 from shardstream.emulator.document_store import ID_INDEX, DocumentStore
 from shardstream.emulator.faults import require_admin
+from shardstream.emulator.views import view_entry, views_of
 from shardstream.emulator.write_path import namespace
 
 Body = dict[str, Any]
@@ -72,6 +74,10 @@ class CatalogCommands:
                 entry = _collection_entry(name, coll)
                 if matches(entry, query):
                     batch.append({"name": name, "type": "collection"} if names_only else entry)
+            for definition in views_of(self._store, str(db)):
+                entry = view_entry(definition)
+                if matches(entry, query):
+                    batch.append({"name": entry["name"], "type": "view"} if names_only else entry)
         return _cursor(f"{db}.$cmd.listCollections", batch)
 
     def list_indexes(self, body: Body) -> Body:

@@ -6,7 +6,8 @@ commands are in :mod:`~shardstream.emulator.index_commands`). Each change is one
 each); ``drop`` and a rename over an existing target carry ``o2: {numRecords}``, and
 ``collMod`` the old options in ``o2``, which a change stream's ``stateBeforeChange`` reads.
 
-Refused: DDL inside a transaction (263), renaming across databases (20), views, and
+Views are :mod:`~shardstream.emulator.views`' (``create`` with ``viewOn``, ``drop``).
+Refused: DDL inside a transaction (263), renaming across databases (20), and
 ``collMod`` options other than validation, pre-images and an index's ``hidden`` /
 ``expireAfterSeconds`` (``InvalidOptions``, 72).
 
@@ -22,6 +23,7 @@ from bson.int64 import Int64
 
 from shardstream.emulator.document_store import Collection
 from shardstream.emulator.faults import CommandError, require_admin
+from shardstream.emulator.views import create_view, drop_view
 from shardstream.emulator.write_oplog import command
 from shardstream.emulator.write_path import WritePath, arguments, namespace
 
@@ -79,10 +81,11 @@ class DdlCommands:
         """Answer ``create``: store the options and log ``{create, ...options, idIndex}``."""
         ns = namespace(body, "create")
         options = arguments(body, "create")
-        if "viewOn" in options:
-            raise CommandError(2, "BadValue", "emulator does not support views")
         with self._store.lock:
-            self._path.create(ns, options)
+            if "viewOn" in options:
+                create_view(self._path, ns, options)
+            else:
+                self._path.create(ns, options)
         return {"ok": 1.0}
 
     def _drop(self, ns: str, coll: Collection) -> None:
@@ -96,6 +99,7 @@ class DdlCommands:
         with self._store.lock:
             coll = self._store.get(ns)
             if coll is None:
+                drop_view(self._path, ns)
                 return {"ok": 1.0}
             self._drop(ns, coll)
         return {"nIndexesWas": len(coll.indexes), "ns": ns, "ok": 1.0}
