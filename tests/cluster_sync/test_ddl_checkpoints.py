@@ -9,6 +9,7 @@ since resuming after that write would skip the DDL event.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import bson
@@ -60,4 +61,31 @@ def test_no_before_checkpoint_when_a_regrouped_write_sorts_after_the_ddl_event()
     items = [_write(1, "8203"), _write(2, "8205"), _create("archive", "8204"), _write(3, "8206")]
     saved, collections = _applied(items)
     assert saved == ["8204"]
+    assert collections == ["archive", "orders"]
+
+
+def _in_transaction(write: CrudWrite | DdlChange) -> CrudWrite | DdlChange:
+    txn = {"lsid": {"id": 7}, "txnNumber": 3}
+    if isinstance(write, DdlChange):
+        return DdlChange({**write.event, **txn})
+    return dataclasses.replace(write, transaction=(bson.encode(txn["lsid"]), 3))
+
+
+def test_a_transactions_own_ddl_is_checkpointed_before_it_and_not_after() -> None:
+    # The create inside the transaction goes ahead of its writes: the checkpoint before it
+    # is the last write before the transaction, none follows it (the writes are to come).
+    txn = [_write(2, "8202"), _create("archive", "8203"), _write(3, "8204")]
+    items = [_write(1, "8201"), *map(_in_transaction, txn)]
+    saved, collections = _applied(items)
+    assert saved == ["8201"]
+    assert collections == ["archive", "orders"]
+
+
+def test_no_checkpoint_skips_a_regrouped_transactions_first_writes() -> None:
+    # Another shard's write at the same cluster time (8203) was listed before the
+    # regrouped transaction (8202 ...): saved before the create, it would skip 8202.
+    txn = [_write(2, "8202"), _create("archive", "8204"), _write(3, "8205")]
+    items = [_write(1, "8201"), _write(4, "8203"), *map(_in_transaction, txn)]
+    saved, collections = _applied(items)
+    assert saved == []
     assert collections == ["archive", "orders"]

@@ -91,6 +91,7 @@ def test_the_ddl_of_a_transaction_goes_ahead_of_its_writes_with_no_checkpoint_af
     assert isinstance(barrier, Barrier)
     assert barrier.ddl is inside[1]
     assert barrier.before == {"_data": "t0"}
+    assert barrier.floor == {"_data": "t1"}  # the transaction's first event
     assert not barrier.settles
     assert steps[2] == [[inside[0], inside[2]]]  # one transaction, whole
     split = list(batch_steps(items, transactions=False))  # --no-transactions: cut there

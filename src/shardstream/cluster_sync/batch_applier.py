@@ -116,7 +116,9 @@ class BatchApplier:
         event (after the writes before it, then after it), so a run killed around a DDL
         event replays it onto the target exactly as it was just before or just after it.
         Replayed over later writes instead, a rename with ``dropTarget`` would drop the
-        renamed collection for one recreated by the replayed writes to its old name.
+        renamed collection for one recreated by the replayed writes to its old name.  A
+        DDL event inside a transaction gets only the first: after it, the transaction's
+        writes are still to come.
         """
         for step in batch_steps(items, self._transactions):
             if isinstance(step, Barrier):
@@ -128,16 +130,16 @@ class BatchApplier:
         self, step: Barrier, checkpoint: Callable[[Mapping[str, Any]], None] | None
     ) -> None:
         """Apply a DDL event alone, between checkpoints (see :meth:`apply`)."""
-        token = step.ddl.event["_id"]
         before = step.before
         if (
             checkpoint is not None
             and before is not None
-            and ResumeToken.from_document(before) < ResumeToken.from_document(token)
+            and ResumeToken.from_document(before) < ResumeToken.from_document(step.floor)
         ):
             # Not when a regrouped transaction put a later event first (events of one
             # cluster time, from other shards): resuming after it would skip the DDL
-            # event. The batch's previous checkpoint then stands.
+            # event or the transaction's first writes. The batch's previous checkpoint
+            # then stands.
             checkpoint(before)
         event = step.ddl.event
         shard_target = self._shard_target
@@ -147,7 +149,7 @@ class BatchApplier:
         if event.get("operationType") in PLACEMENT_DDL:
             self._retrying(self._shard_keys.refresh)
         if checkpoint is not None and step.settles:
-            checkpoint(token)
+            checkpoint(step.ddl.event["_id"])
 
     # -- document writes ---------------------------------------------------------------
 

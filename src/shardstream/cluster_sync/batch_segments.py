@@ -26,12 +26,16 @@ class Barrier:
     Attributes:
         ddl: the event.
         before: the token of the last write before it (None: none in this batch).
+        floor: ``before`` may be checkpointed only if it sorts below this token: the
+            event's own, or for one inside a transaction the transaction's first (the
+            item before a regrouped transaction can sort after some of its events).
         settles: whether a checkpoint may follow it at its own token; not inside a
             transaction, whose writes (before and after it) are not applied yet.
     """
 
     ddl: DdlChange
     before: Mapping[str, Any] | None
+    floor: Mapping[str, Any]
     settles: bool
 
 
@@ -54,7 +58,7 @@ def batch_steps(
                 if segment:
                     yield segment
                     segment = []
-                yield Barrier(ddl, before, settles=False)
+                yield Barrier(ddl, before, _token_of(group[0]), settles=False)
             writes = [w for w in group if isinstance(w, CrudWrite)]
             if writes:
                 segment.append(writes)
@@ -65,7 +69,7 @@ def batch_steps(
             if segment:
                 yield segment
                 segment = []
-            yield Barrier(item, before, settles=True)
+            yield Barrier(item, before, item.event["_id"], settles=True)
         else:
             segment.append(item)
         before = _token_of(item)
