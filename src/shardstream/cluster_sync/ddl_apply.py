@@ -28,6 +28,7 @@ from pymongo.errors import OperationFailure
 
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.shard_target import shard_collection
+from shardstream.cluster_sync.view_mapping import mapped_view_options
 from shardstream.errors import OplogError
 
 NAMESPACE_EXISTS: Final = 48
@@ -70,6 +71,7 @@ def apply_ddl(
         database = client[target_db]
         if kind == "create":
             options = {k: v for k, v in description.items() if k not in _NOT_OPTIONS}
+            options = mapped_view_options(namespaces, db, coll, options)
             database.command({"create": target_coll, **options})
         elif kind == "createIndexes":
             for spec in description.get("indexes", []):
@@ -78,7 +80,8 @@ def apply_ddl(
             for spec in description.get("indexes", []):
                 database.command({"dropIndexes": target_coll, "index": spec["name"]})
         elif kind == "modify":
-            database.command({"collMod": target_coll, **description})
+            changes = mapped_view_options(namespaces, db, coll, description)
+            database.command({"collMod": target_coll, **changes})
         elif kind == "drop":
             database.drop_collection(target_coll)
         elif kind == "rename":

@@ -19,6 +19,7 @@ from shardstream.cluster_sync.ddl_apply import NAMESPACE_EXISTS
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.shard_target import ShardedCollection, shard_collection
 from shardstream.cluster_sync.source_catalog import SourceCollection, source_collections
+from shardstream.cluster_sync.view_mapping import mapped_view_options
 
 
 def refuse_targets_holding_data(
@@ -54,8 +55,9 @@ def create_like_source(
     (:func:`refuse_targets_holding_data`) or was told to copy into (``--on-conflict``).
     """
     db, name = namespaces.target(*collection.ns)
+    options = mapped_view_options(namespaces, *collection.ns, collection.options)
     try:
-        target[db].command({"create": name, **collection.options})
+        target[db].command({"create": name, **options})
     except OperationFailure as exc:
         if exc.code != NAMESPACE_EXISTS:
             raise
