@@ -291,3 +291,23 @@ def test_a_refused_run_goes_on_from_its_refused_write() -> None:
             assert _each_once(on_later) == [5, 6]
             # delete, the refused update, then the deletes ahead and the addressed upserts.
             assert later.mongos.commands_seen[seen:].count("update") == 2
+
+
+def test_a_refusal_without_readable_keys_is_named(
+    target: EmulatedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A target user who may not read config: the keys come back unknown (None), so the
+    # refused upsert cannot be addressed and the error says why.
+    from shardstream.cluster_sync import target_shard_key
+
+    monkeypatch.setattr(target_shard_key, "target_shard_keys", lambda client: None)
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
+        applier = BatchApplier(client, NamespaceMap(), writers=1)
+        try:
+            with pytest.raises(SyncConflict, match="names no shard key for it") as refused:
+                applier.apply(_planned(_insert({"_id": 1, "region": "eu"})))
+        finally:
+            applier.close()
+    assert "error 61" in str(refused.value)
+    assert "'_data': 't0'" in str(refused.value)

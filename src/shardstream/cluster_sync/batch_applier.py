@@ -218,11 +218,18 @@ class BatchApplier:
         where = f"{target[0]}.{target[1]}"
         token = dict(write.token)
         if error.get("code") in (SHARD_KEY_NOT_FOUND, KEY_UPDATE_WITHOUT_KEY):
+            fields = self._shard_keys.fields(target)
+            addressed = (
+                f"although it was addressed by the key fields its config.collections lists, "
+                f"{fields!r}"
+                if fields
+                else "and its config.collections names no shard key for it (or may not be "
+                "read by this user)"
+            )
             raise SyncConflict(
                 f"the target refused a write to {where} for its shard key (error "
-                f"{error.get('code')}: {error.get('errmsg')}) although it was addressed by "
-                f"the key fields its config.collections lists, "
-                f"{self._shard_keys.fields(target)!r} (event token {token!r})"
+                f"{error.get('code')}: {error.get('errmsg')}) {addressed} (event token "
+                f"{token!r})"
             ) from exc
         if error.get("code") != DUPLICATE_KEY or self._on_conflict == "fail" or not key:
             raise SyncConflict(
