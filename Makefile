@@ -13,7 +13,7 @@ STAMP_SPARK := $(VENV)/.installed-spark
 # An editable install builds the one C module in place: a change to it needs a reinstall.
 BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch])
 
-.PHONY: demo test lint typecheck unit bench lock lockcheck clean
+.PHONY: demo test lint typecheck unit bench fuzz lock lockcheck clean
 
 # The venv's own pip first, at the pinned version (older pips lack --build-constraint).
 $(STAMP_VENV): $(LOCK)
@@ -55,6 +55,13 @@ unit: $(STAMP_DEV)
 
 bench: $(STAMP_DEV)
 	$(BIN)/pytest -q benchmarks
+
+# A longer fuzz campaign than the suite's (`make fuzz N=100000 SEED=1 JOBS=2`): counts on stdout.
+N ?= 10000
+SEED ?= 0
+JOBS ?= 2
+fuzz: $(STAMP_DEV)
+	$(BIN)/python -m tests.fuzz.campaign $(N) $(SEED) $(JOBS)
 
 # Resolve the newest versions pyproject.toml's ranges allow in a scratch venv, then pin them.
 lock:

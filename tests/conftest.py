@@ -1,4 +1,4 @@
-"""Shared test configuration: a deterministic, CI-sized Hypothesis profile, and the paths."""
+"""Shared test configuration: per-test deadlines, a deterministic Hypothesis profile, the paths."""
 
 from __future__ import annotations
 
@@ -6,6 +6,16 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.paths import PATHS, OnPath
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to run without pytest-timeout: every test must fail, not hang, on a bug."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        raise pytest.UsageError(
+            "pytest-timeout is not installed (the dev extra pins it: `make test`, or "
+            "`.venv/bin/python -m pip install -c constraints.txt pytest-timeout`)"
+        )
+
 
 settings.register_profile(
     "shardstream",

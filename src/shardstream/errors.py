@@ -13,8 +13,9 @@ about bad input also subclass the built-in a caller would naturally catch::
     ├── MergeError                      shard input broke the merge's ordering contract
     └── SinkError                       a lakehouse table cannot take a batch as it is
 
-Messages say what was expected and what arrived (values shown with ``!r``), and
-never contain credentials.
+Messages say what was expected and what arrived (values shown with ``!r``), are one
+line (``str()`` escapes any control character a quoted text brings), and never contain
+credentials.
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ class ShardstreamError(Exception):
     """
 
     resumable: bool = False
+
+    def __str__(self) -> str:
+        # One line, whatever the message quotes: a field name read from a corrupt entry, or
+        # a library's text, may hold a line break or another control character, and the
+        # CLI's contract is one error line.
+        return printable(super().__str__())
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (line breaks too) written as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 class ConfigurationError(ShardstreamError, ValueError):

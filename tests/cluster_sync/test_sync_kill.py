@@ -138,9 +138,13 @@ def test_ctrl_c_stops_after_the_batch_in_flight_is_acknowledged_and_checkpointed
         wait_for(lambda: not len(target.mongos.faults), "a batch in flight")
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
-        assert process.returncode == 0, err
         assert "stopping after the batch in flight" in err
-        assert "sync stopped:" in err
+        (summary,) = [line for line in err.splitlines() if line.startswith("sync stopped:")]
+        # A stop behind the source exits 1 (the rest of the feed is usually still to
+        # come after the batch in flight); caught up, 0.
+        behind = "behind the source" in summary
+        assert behind or "caught up with the source" in summary
+        assert process.returncode == (1 if behind else 0), err
         stopped = checkpoint(client)
         assert stopped is not None
         # Nothing past the cut was there before the feed: the batch in flight was applied

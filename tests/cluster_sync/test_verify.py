@@ -206,7 +206,8 @@ def test_db_and_map_compare_the_mapped_namespaces(
         ({"rules": ["shop.orders=archive.old"]}, ("archive", "old"), ("shop", "orders")),
         ({"rules": ["shop.orders=archive.old"]}, ("shop", "orders"), None),
         ({"db": "shop", "rules": ["shop.orders=archive.old"]}, ("archive", "new"), None),
-        ({"db": "shop", "rules": ["shop=admin"]}, ("admin", "orders"), None),
+        # A rule into the server's databases ("shop=admin") is refused when the map is
+        # built: tests/cluster_sync/test_sync_refusals.py.
     ],
 )
 def test_source_of_inverts_the_scope_and_its_rules(

@@ -1,8 +1,8 @@
-"""Record a real cluster's run as a test vector: each shard's oplog and mongos's own events.
+"""Record a real cluster's run: each shard's oplog and mongos's own events, and replay it.
 
 Usage (needs Docker and the dev extra)::
 
-    .venv/bin/python -m tests.docker.record_vectors tests/data/recorded/mongo-8.0 --image mongo:8.0
+    .venv/bin/python -m tests.docker.record_vectors /tmp/run-8.0 --image mongo:8.0
 
 It starts the 2-shard cluster of the Docker tests, runs their workload through mongos,
 and writes to the output directory:
@@ -13,8 +13,11 @@ and writes to the output directory:
   Extended JSON object per line;
 * ``meta.json``: the image, the start time, and where the run came from.
 
-``tests/merger/test_recorded_runs.py`` replays every recorded directory and requires
-the merged stream to equal ``native.jsonl`` byte for byte.
+:func:`replay_recorded` merges the saved oplogs as ``shardstream replay`` would;
+``tests/docker/test_recorded_replay.py`` records a run into a temporary directory and
+requires the replay to equal ``native.jsonl`` line for line (canonical Extended JSON,
+``_id`` bytes included). Such a recording is the mongod/mongos output only Docker can
+produce here; none is committed (no Docker engine on the development machines).
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ from typing import Any
 import bson
 from bson import json_util
 from bson.raw_bson import RawBSONDocument
+from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
+import shardstream
+from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token.token_json import JSON_OPTIONS
+from shardstream.transform.extended_json import event_to_json
 from tests.docker.sharded_cluster import sharded_cluster
 from tests.docker.workload import read_until, run_workload
 
@@ -53,6 +60,15 @@ def record(out: Path, image: str) -> None:
         "source": f"recorded by tests/docker/record_vectors.py from a {image} 2-shard cluster",
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def replay_recorded(run: Path) -> list[str]:
+    """The merged stream of ``run``'s saved oplogs from its start, one canonical line each."""
+    meta = json.loads((run / "meta.json").read_text())
+    start = Timestamp(meta["start"]["t"], meta["start"]["i"])
+    sources = {path.stem: FileOplogSource(path.stem, str(path)) for path in run.glob("*.bson")}
+    with shardstream.watch(sources, start_at_operation_time=start) as stream:
+        return [event_to_json(event) for event in stream]
 
 
 def _save_oplog(uri: str, start: Any, path: Path) -> None:

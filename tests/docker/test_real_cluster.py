@@ -18,7 +18,8 @@ import shardstream
 from tests.docker.sharded_cluster import sharded_cluster
 from tests.docker.workload import move_a_chunk, read_until, run_workload
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# Never run here (no Docker engine): a cluster start is about a minute, so a generous bound.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 IMAGES = ["mongo:7.0", "mongo:8.0"]
 
 

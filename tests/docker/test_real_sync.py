@@ -37,7 +37,8 @@ from tests.docker.sharded_cluster import replica_set, sharded_cluster
 from tests.docker.sync_workload import DB, change_source, seed_source
 from tests.sync_thread import SyncThread, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# Never run here (no Docker engine): a cluster start is about a minute, so a generous bound.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 IMAGE: Final = "mongo:8.0"
 # No event arrives while a moveChunk runs (its writes are fromMigrate): a quiet point is
 # well past the longest step of a round, not one gap between two writes.

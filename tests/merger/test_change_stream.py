@@ -18,6 +18,7 @@ from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token import ResumeTokenData, decode_token_document, encode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from tests import factories as make
+from tests.deadlines import Deadline
 from tests.paths import OnPath
 
 T = [Timestamp(1700000000, i) for i in range(30)]
@@ -121,7 +122,9 @@ def test_live_sources_may_have_nothing_ready_yet(path: OnPath) -> None:
     result = SimulatedCluster(SimulationConfig(seed=3, shards=2, operations=60)).run()
     stream = path.watch(simulated_sources(result, seed=3, delay=0.6, max_batch=3))
     seen, empty_polls = [], 0
+    deadline = Deadline("the simulated live shards' stream to end")
     while stream.alive:
+        deadline.check(f"{len(seen)} events")
         event = stream.try_next()
         if event is None:
             empty_polls += 1

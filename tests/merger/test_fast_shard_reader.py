@@ -31,6 +31,7 @@ from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from shardstream.transform import ChangeStreamOptions
 from tests import factories as make
+from tests.deadlines import Deadline
 from tests.paths import RoundTrip, assert_same_steps
 from tests.transform.raw_corpus import generate_entries
 
@@ -93,7 +94,9 @@ def test_fast_events_stay_encoded_until_read(tmp_path: Path) -> None:
 def _merged_events(sources: Mapping[str, Any]) -> list[Any]:
     stream = MergedStream(sources, ChangeStreamOptions())
     events: list[Any] = []
+    deadline = Deadline("the merged stream to drain")
     while not stream.exhausted:
+        deadline.check(f"{len(events)} events")
         events.extend(stream.next_batch(100)[0])
     return events
 

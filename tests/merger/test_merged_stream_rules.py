@@ -24,6 +24,7 @@ from shardstream.oplog.source import OplogBatch
 from shardstream.resume_token import decode_token
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from tests import factories as make
+from tests.deadlines import Deadline
 from tests.paths import OnPath
 
 T = [Timestamp(1700000000, i) for i in range(60)]
@@ -57,7 +58,9 @@ class ListSource:
 
 def _drain(stream: MergedStream) -> list[ChangeEvent]:
     events: list[ChangeEvent] = []
+    deadline = Deadline("the merged stream to drain")
     while not stream.exhausted:
+        deadline.check(f"{len(events)} events")
         events += stream.next_batch(4)[0]
     return events
 
@@ -110,7 +113,9 @@ def test_an_added_shard_is_read_from_just_after_its_add_time(path: OnPath) -> No
     stream = path.merge({"a": a}, ChangeStreamOptions(), topology=topology)
     events = []
     marks = []
+    deadline = Deadline("the merged stream to drain")
     while not stream.exhausted:
+        deadline.check(f"{len(events)} events")
         batch, mark = stream.next_batch(1)
         events += batch
         if mark is not None:
@@ -159,7 +164,9 @@ def test_shards_are_not_read_while_their_buffers_are_full(path: OnPath) -> None:
         {"busy": busy, "slow": slow}, ChangeStreamOptions(), read_entries=3, max_buffered=5
     )
     peak = 0
+    deadline = Deadline("the merged stream to drain")
     while not stream.exhausted:
+        deadline.check()
         stream.next_batch(2)
         peak = max(peak, stream._merger.buffered("busy"))
     assert peak <= 5 + 3 - 1
@@ -190,7 +197,9 @@ def test_the_batch_after_an_invalidate_reports_the_invalidate_token(path: OnPath
     stream = path.merge({"a": a, "b": b}, ChangeStreamOptions(db="db", coll="coll"))
     events: list[ChangeEvent] = []
     mark = None
+    deadline = Deadline("the merged stream to drain")
     while not stream.exhausted:
+        deadline.check(f"{len(events)} events")
         batch, mark = stream.next_batch(10)
         events += batch
     assert events[-1].operation_type == "invalidate"

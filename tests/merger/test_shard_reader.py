@@ -9,6 +9,7 @@ from shardstream.oplog.source import OplogBatch
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from tests import factories as make
+from tests.deadlines import Deadline
 from tests.merger.test_merged_stream_rules import ListSource
 
 T = [Timestamp(1700000000, i) for i in range(20)]
@@ -45,7 +46,9 @@ def test_an_event_start_token_promises_a_mark_at_its_time() -> None:
 def _events(source: ListSource) -> list[ChangeEvent]:
     reader = ShardReader(source, ChangeStreamOptions())
     out: list[ChangeEvent] = []
+    deadline = Deadline("the shard reader to reach its exhausted batch")
     while (batch := reader.read(10)) is not None:
+        deadline.check(f"{len(out)} events")
         out += batch.events
         if batch.exhausted:
             return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from shardstream.oplog.live.discovery import discover_cluster
 from shardstream.oplog.live.faults import RetryPolicy
 from shardstream.oplog.live.process_tailer import ProcessOplogSource
 from shardstream.oplog.live.tailer import LiveOplogSource
+from tests.deadlines import returns_within
 
 from .live_helpers import AWAIT_MS, fill, poll
 
@@ -62,12 +64,22 @@ def test_an_unknown_read_preference_names_the_value_and_the_modes(
 
 
 def test_watch_checks_the_read_preference_before_connecting() -> None:
-    # Nothing listens on this port: the error must come before any connection attempt.
-    began = time.monotonic()
-    with pytest.raises(ConfigurationError) as raised:
-        shardstream.watch("mongodb://127.0.0.1:1/", read_preference="fastest")
+    # A listener that accepts and never answers: a watch that connected first would wait
+    # out server selection (30 s, past the deadline) and leave a connection behind.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        with pytest.raises(ConfigurationError) as raised:
+            returns_within(
+                lambda: shardstream.watch(
+                    f"mongodb://127.0.0.1:{port}/", read_preference="fastest"
+                ),
+                "watch() with an unknown read preference",
+                seconds=20,
+            )
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):  # no connection is waiting to be accepted
+            listener.accept()
     assert str(raised.value) == f"read preference 'fastest': {EXPECTED_MODES}"
-    assert time.monotonic() - began < 5  # no server selection timeout was waited out
 
 
 def test_the_watch_command_refuses_an_unknown_read_preference(
@@ -79,8 +91,18 @@ def test_the_watch_command_refuses_an_unknown_read_preference(
     assert "fastest" in capsys.readouterr().err
 
 
-def test_a_refused_login_fails_at_once_without_retrying(filled: EmulatedReplicaSet) -> None:
+def test_a_refused_login_fails_at_once_without_retrying(
+    filled: EmulatedReplicaSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shard = filled
+    retries: list[int] = []  # every retry asks the policy for its delay first
+    backoff = RetryPolicy.delay
+
+    def counted_delay(policy: RetryPolicy, attempt: int) -> float:
+        retries.append(attempt)
+        return backoff(policy, attempt)
+
+    monkeypatch.setattr(RetryPolicy, "delay", counted_delay)
     for _ in range(10):  # more than one attempt would need: only the first may be used
         shard.faults.add("saslstart", ErrorReply(18, "AuthenticationFailed", "Auth failed."))
     uri = f"mongodb://app:{SECRET}@{shard.host}/?replicaSet=rs0&serverSelectionTimeoutMS=300"
@@ -91,16 +113,15 @@ def test_a_refused_login_fails_at_once_without_retrying(filled: EmulatedReplicaS
         await_ms=AWAIT_MS,
         retry=RetryPolicy(max_retries=5, initial_backoff=1.0),
     )
-    began = time.monotonic()
     try:
         with pytest.raises(OplogError) as raised:
-            poll(source, lambda _b: False, timeout=20)
+            poll(source, lambda _b: False, timeout=20)  # five retries would take over 30 s
     finally:
         source.close()
     assert "AuthenticationFailed" in str(raised.value)
     assert "gave up" not in str(raised.value)
     assert SECRET not in str(raised.value)
-    assert time.monotonic() - began < 5  # five retries would take over 30 s
+    assert retries == []  # not one retry was scheduled
 
 
 def test_watch_passes_read_preference_to_every_tailer() -> None:

@@ -41,8 +41,8 @@ def test_a_file_cut_inside_a_large_document_names_the_byte_and_both_sizes(tmp_pa
     with pytest.raises(OplogError) as err:
         list(read_raw_oplog_file(str(path), 64))
     assert str(err.value) == (
-        f"truncated BSON in {path} at byte {start}: expected {len(documents[4])} bytes, "
-        "the file ends after 20000"
+        f"truncated BSON in {path} at byte {start}: expected a BSON document length of at "
+        f"most 20000 bytes left, got {len(documents[4])}"
     )
 
 
@@ -50,7 +50,12 @@ def test_an_impossible_length_is_reported_without_reading_that_much(tmp_path: Pa
     path = tmp_path / "oplog.bson"
     good = _documents()[0]
     path.write_bytes(good + (0x7FFF_FFFF).to_bytes(4, "little") + b"\x00" * 100)
-    with pytest.raises(OplogError, match=rf"at byte {len(good)}: expected 2147483647 bytes"):
+    # Longer than any oplog entry (entry_size_limit): refused by its prefix, as oversized.
+    with pytest.raises(
+        OplogError,
+        match=rf"oversized oplog entry in .* at byte {len(good)}: expected at most 16793600 "
+        r"bytes \(BSONObjMaxInternalSize\), got a length of 2147483647",
+    ):
         list(read_raw_oplog_file(str(path), 16))
     path.write_bytes(good + (3).to_bytes(4, "little") + b"\x00" * 10)
     with pytest.raises(OplogError, match=rf"corrupt BSON .* at byte {len(good)}: expected a"):

@@ -26,7 +26,7 @@ from shardstream.transform import ChangeStreamOptions, transform_oplog
 from shardstream.transform.raw.event_writer import encode_event_document
 from tests.transform.raw_corpus import generate_entries
 from tests.transform.test_replay_cli import STREAM_CASES, _flags, _write
-from tests.transform.vector_cases import oplog_entries, options_for
+from tests.transform.vector_cases import as_one_oplog, oplog_entries, options_for
 
 
 def _split(data: bytes) -> list[bytes]:
@@ -58,7 +58,7 @@ def test_vectors_replay_to_the_reference_bson(
     assert code == 0, err
     expected = [
         encode_event_document(event.document)
-        for event in transform_oplog(oplog_entries(case), options_for(case))
+        for event in transform_oplog(as_one_oplog(oplog_entries(case)), options_for(case))
     ]
     assert _split(out) == expected
 

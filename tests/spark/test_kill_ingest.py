@@ -51,6 +51,7 @@ def _assert_complete(root: Path, result, events) -> None:  # type: ignore[no-unt
     assert mirror_state(read_table(root, "mirror")) == encoded_state(result.final_state)
 
 
+@pytest.mark.timeout(900)  # four JVM starts: 202 s measured on 2 busy cores
 def test_three_kills_then_a_clean_finish(spark: Any, tmp_path: Path) -> None:
     result, events = _simulated(SIMULATION)
     root = tmp_path / "lake"
@@ -88,6 +89,7 @@ def test_three_kills_then_a_clean_finish(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # up to five JVM starts per seed (about 50 s each)
 @pytest.mark.parametrize("seed", range(4))
 def test_seeded_kill_loop(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

@@ -119,8 +119,10 @@ def test_a_per_shard_plan_over_an_out_of_order_file_fails_instead_of_reading_not
     entries[STRIDE * 2]["ts"] = Timestamp(1, 1)
     first.write_bytes(b"".join(bson.encode(entry) for entry in entries))
     reader = ShardstreamBatchReader(parse_options({"oplog": files, "partitionMode": "perShard"}))
+    # The plan runs to the files' end, so a task meets the entry in its place (after any
+    # earlier entry's own error, as the reference path reports them).
     with pytest.raises(OplogError, match="expected ts to increase"):
-        reader.partitions()
+        _read(reader, reader.partitions())
 
 
 def test_a_merged_query_goes_on_from_a_window_offset(

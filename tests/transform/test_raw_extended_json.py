@@ -20,6 +20,7 @@ from bson.decimal128 import Decimal128
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardstream.errors import OplogError
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
 from shardstream.transform.raw import extended_json
 from shardstream.transform.raw.extended_json import bson_to_json, walk_bson_to_json
@@ -212,13 +213,35 @@ def test_a_repeated_name_is_written_twice_as_the_bytes_hold_it(write: Writer) ->
         ),
         (b"\x09\x00\x00\x00\x08a\x00\x02\x00", "a boolean byte 0 or 1 at 7, got 2"),
         (bson.encode({"a": 1}) + b"\x00", "one BSON document of 13 bytes, its length says 12"),
-        (b"\x09\x00\x00\x00\x10a\x00\x01\x00", "a well-formed BSON document"),
+        (b"\x09\x00\x00\x00\x10a\x00\x01\x00", "an event of well-formed BSON"),
     ],
 )
 @WRITERS
 def test_malformed_bytes_name_what_was_expected(write: Writer, raw: bytes, expected: str) -> None:
-    with pytest.raises(ValueError, match="expected " + expected):
+    # An OplogError, never a bare ValueError: such bytes never reach it from an oplog (the
+    # fast path's check, bson_check, and the reference's decode come first), but if they do.
+    with pytest.raises(OplogError, match="expected " + expected):
         write(raw)
+
+
+def _nested(levels: int) -> bytes:
+    raw = bson.encode({"leaf": 1})
+    for _ in range(levels):
+        raw = _document([("d", (0x03, raw))])
+    return raw
+
+
+@WRITERS
+def test_events_as_deep_as_entries_may_be_are_written(write: Writer) -> None:
+    raw = _nested(extended_json.MAX_EVENT_NESTING)
+    assert write(raw) == _expected(raw, CANONICAL)
+
+
+@pytest.mark.parametrize("levels", [extended_json.MAX_EVENT_NESTING + 1, 5000])
+@WRITERS
+def test_deeper_bytes_are_an_oplog_error_not_a_recursion_error(write: Writer, levels: int) -> None:
+    with pytest.raises(OplogError, match="levels of nested documents"):
+        write(_nested(levels))
 
 
 def test_the_compiled_writer_is_built() -> None:

@@ -16,7 +16,13 @@ from bson import json_util
 
 from shardstream.cli.main import main
 from shardstream.transform import event_to_json, transform_oplog
-from tests.transform.vector_cases import RAW_CASES, SKIPPED, oplog_entries, options_for
+from tests.transform.vector_cases import (
+    RAW_CASES,
+    SKIPPED,
+    as_one_oplog,
+    oplog_entries,
+    options_for,
+)
 
 STREAM_CASES = [
     case
@@ -46,7 +52,7 @@ def _flags(case: dict[str, Any]) -> list[str]:
 
 
 def _write(case: dict[str, Any], directory: Path, input_format: str) -> Path:
-    entries = oplog_entries(case)
+    entries = as_one_oplog(oplog_entries(case))
     if input_format == "bson":
         path = directory / "oplog.bson"
         path.write_bytes(b"".join(bson.encode(entry) for entry in entries))
@@ -80,7 +86,7 @@ def test_replay_writes_the_api_events(
     assert code == 0, err
     expected = [
         event_to_json(event.document)
-        for event in transform_oplog(oplog_entries(case), options_for(case))
+        for event in transform_oplog(as_one_oplog(oplog_entries(case)), options_for(case))
     ]
     assert out.splitlines() == expected
     assert len(expected) == len(case["expected"])
@@ -109,7 +115,10 @@ def test_replay_reads_stdin(
     [
         (["replay"], "expected an oplog PATH"),
         (["replay", "x", "--server-version", "eight"], "expected --server-version as X.Y"),
-        (["replay", "x", "--start-at-operation-time", "1"], "expected a timestamp as T,I"),
+        (
+            ["replay", "x", "--start-at-operation-time", "1"],
+            "expected --start-at-operation-time as T,I",
+        ),
         (["replay", "x", "--resume-after", "zz"], "not a valid hex string"),
         (["replay", "x", "--coll", "c"], "a collection stream needs db"),
         (["replay", "/nonexistent/oplog.bson"], "cannot read oplog file"),

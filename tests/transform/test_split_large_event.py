@@ -27,9 +27,9 @@ from shardstream.resume_token import (
     event_token_data,
     high_water_mark,
 )
+from shardstream.transform.event_size_limit import BSON_OBJ_MAX_USER_SIZE
 from shardstream.transform.stages.check_resumability import ResumeStatus, compare_with_resume_token
 from shardstream.transform.stages.split_large_event import (
-    BSON_OBJ_MAX_USER_SIZE,
     MAX_CHANGE_EVENT_SIZE,
     SplitLargeEventStage,
     split_event,

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bson import json_util
+from bson.timestamp import Timestamp
 
 from shardstream.transform import ChangeStreamOptions
 
@@ -72,6 +73,23 @@ def oplog_entries(case: dict[str, Any]) -> list[Any]:
     return [
         json_util.loads(json.dumps(entry), json_options=_JSON_OPTIONS) for entry in case["oplog"]
     ]
+
+
+def as_one_oplog(entries: list[Any]) -> list[Any]:
+    """The entries with each ts raised just above the one before where it is not.
+
+    A few filter vectors put several entries at one ts, as the server's unit tests feed
+    them to the stage; a replayed oplog file must increase in ts (oplog.ts_order).
+    """
+    fixed: list[Any] = []
+    last: Timestamp | None = None
+    for entry in entries:
+        ts = entry.get("ts")
+        if isinstance(ts, Timestamp) and last is not None and ts <= last:
+            entry = {**entry, "ts": Timestamp(last.time, last.inc + 1)}
+        last = entry.get("ts")
+        fixed.append(entry)
+    return fixed
 
 
 def pairs(text: str) -> Any:

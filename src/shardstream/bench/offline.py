@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import bson
+from bson.errors import BSONError
 
 from shardstream.errors import OplogError
 from shardstream.merger.raw.encoded_merge import merge_encoded
+from shardstream.oplog import InputFormat, read_oplog_file
 from shardstream.replay.engine import write_bson_events
 from shardstream.replay.shard_workers import shard_batches
 from shardstream.transform import ChangeStreamOptions
@@ -85,6 +87,11 @@ def count_entries(shards: Shards) -> int:
                     count += 1
         except OSError as exc:
             raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
+        except (BSONError, ValueError, OverflowError) as exc:
+            # The replay's reader names the byte offset and what it expected there.
+            for _ in read_oplog_file(path, InputFormat.BSON):
+                pass
+            raise OplogError(f"corrupt BSON in {path}: {exc}") from exc
     return count
 
 

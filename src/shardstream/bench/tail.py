@@ -29,6 +29,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 
 from shardstream.bench.common import error_text
+from shardstream.oplog.redaction import redacted_repr
 from shardstream.resume_token import decode_token_document
 from shardstream.stream import watch
 
@@ -45,6 +46,9 @@ class TailSpec:
     max_await_ms: int = 500
     monitor_shards: bool = True  # shardstream's config.shards monitor (watch's default)
     idle_timeout_s: float = 30.0
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)  # the generated repr would print the URI's password
 
 
 def tail(spec: TailSpec, conn: Connection) -> None:

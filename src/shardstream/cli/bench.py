@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ import bson
 from shardstream.bench.corpus import oplog_bytes
 from shardstream.bench.offline import Measured, Rate, Shards, count_entries, format_table
 from shardstream.bench.offline import replay_in_process as replay
-from shardstream.cli.options import parse_timestamp
+from shardstream.cli.bench_output import write_report
+from shardstream.cli.options import check_mongodb_uri, parse_timestamp
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.replay.engine import reference_batches
@@ -119,6 +120,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def _run_bench(args: argparse.Namespace) -> int:
     """Run ``bench``; errors end it with exit code 1 and one line on stderr."""
+    try:
+        _check_flags(args)
+    except ShardstreamError as exc:
+        print(f"shardstream bench: error: {exc}", file=sys.stderr)
+        return 1
     if args.uri and args.duration is not None:
         return _run_latency(args)
     if args.uri:
@@ -126,7 +132,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     try:
         if args.duration is not None:
             raise ConfigurationError("expected --uri with --duration, got no --uri")
-        if args.start_at_operation_time or args.since_seconds is not None:
+        if args.start_at_operation_time is not None or args.since_seconds is not None:
             raise ConfigurationError(
                 "expected --uri with --start-at-operation-time or --since-seconds, got no --uri"
             )
@@ -147,7 +153,7 @@ def _run_bench(args: argparse.Namespace) -> int:
     print(report["header"])
     print(format_table(rates, rates[0]))
     print(json.dumps(report))
-    _write(args, rates, report)
+    write_report(args, rates, report)
     return 0
 
 
@@ -156,8 +162,11 @@ def _run_live(args: argparse.Namespace) -> int:
     from shardstream.bench.live import format_live_table, measure_live
 
     try:
+        check_mongodb_uri("--uri", args.uri)
         start = (
-            parse_timestamp(args.start_at_operation_time) if args.start_at_operation_time else None
+            None
+            if args.start_at_operation_time is None
+            else parse_timestamp(args.start_at_operation_time)
         )
         report = measure_live(
             args.uri,
@@ -175,7 +184,7 @@ def _run_live(args: argparse.Namespace) -> int:
         for name, run in runs
         if run["available"]
     ]
-    _write(args, rates, report)  # first: the files are kept if stdout is closed early
+    write_report(args, rates, report)  # first: the files are kept if stdout is closed early
     print(format_live_table(report))
     print(json.dumps(report))
     return 0
@@ -187,6 +196,7 @@ def _run_latency(args: argparse.Namespace) -> int:
     from shardstream.bench.latency_report import format_latency_table, plot_latency
 
     try:
+        check_mongodb_uri("--uri", args.uri)
         report = measure_from_args(args)
     except ShardstreamError as exc:
         print(f"shardstream bench: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)
@@ -201,12 +211,23 @@ def _run_latency(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(args: argparse.Namespace, rates: Sequence[Rate], report: dict[str, Any]) -> None:
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-    if args.plot:
-        title = report.get("header") or f"window {report['start']} to {report['end']}"
-        _plot(rates, title, args.plot)
+def _check_flags(args: argparse.Namespace) -> None:
+    """What every mode needs of its flags, checked before minutes of measuring."""
+    for flag in ("since_seconds", "duration", "write_rate"):
+        value = getattr(args, flag)
+        if value is not None and not math.isfinite(value):
+            raise ConfigurationError(
+                f"expected --{flag.replace('_', '-')} as a finite number, got {value}"
+            )
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is None:
+            continue
+        if Path(path).is_dir():
+            raise ConfigurationError(f"expected {flag} as a file path, got the directory {path!r}")
+        if not Path(path).parent.is_dir():
+            raise ConfigurationError(
+                f"expected {flag} in an existing directory, got {path!r} (no such directory)"
+            )
 
 
 def _shards(args: argparse.Namespace, directory: Path) -> Shards:
@@ -232,6 +253,10 @@ def measure(
     """Measure the decode rate, the fast replay and (optionally) the reference replay."""
     options = ChangeStreamOptions()
     entries = count_entries(shards)
+    if not entries:  # rates of nothing: a division by zero, and no measurement
+        raise ConfigurationError(
+            f"expected oplog entries to measure, got none in {[path for _, path in shards]}"
+        )
     measured = Measured()
     measured.add("decode_file_iter to dicts (baseline)", "entries", lambda: count_entries(shards))
     measured.add("replay bson, fast path, 1 process", "entries", _entries(shards, options, 0))
@@ -273,22 +298,3 @@ def _reference(shards: Shards, options: ChangeStreamOptions, entries: int) -> in
     for _ in reference_batches(shards, None, options):
         pass
     return entries
-
-
-def _plot(rates: Sequence[Rate], title: str, path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("shardstream bench: no plot: matplotlib is not installed", file=sys.stderr)
-        return
-    figure, axes = plt.subplots(figsize=(8, 3))
-    names = [rate.name for rate in rates]
-    axes.barh(names, [rate.per_second for rate in rates], color="#4a7ab5")
-    axes.set_xlabel(f"{rates[0].unit if rates else 'entries'}/s")
-    axes.set_title(title, fontsize=7)
-    axes.invert_yaxis()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)

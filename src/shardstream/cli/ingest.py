@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from shardstream.cli.ingest_options import check_table_paths, source_options
 from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
 from shardstream.spark.ingest.session import MIN_DRIVER_MEMORY, driver_memory_setting
-from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
+from shardstream.spark.source.option_values import format_byte_size
 
 if TYPE_CHECKING:
     from shardstream.spark.delta.sink import CrashPoint
@@ -36,12 +37,6 @@ CRASH_ENV: Final = "SHARDSTREAM_CRASH_AT_FOR_TEST"
 # A Python error line in a traceback, e.g. "shardstream.errors.OplogError: ..." (the
 # module path is dropped); shardstream's errors end in Error, Lost or NotFound.
 _PYTHON_ERROR: Final = re.compile(r"^(?:[a-z_][\w.]*\.)?([A-Z]\w*(?:Error|Lost|NotFound)\b: .*)$")
-# replay's internal server flags have no data-source option.
-_UNSUPPORTED_FLAGS: Final = (
-    "show_migration_events",
-    "show_system_events",
-    "show_raw_update_description",
-)
 
 
 def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -130,71 +125,11 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     ingest.set_defaults(handler=_run_ingest_command)
 
 
-def source_options(args: argparse.Namespace) -> dict[str, str]:
-    """The ``shardstream`` data-source options the flags describe."""
-    for flag in _UNSUPPORTED_FLAGS:
-        if getattr(args, flag):
-            raise ConfigurationError(
-                f"expected ingest's stream options, got --{flag.replace('_', '-')} "
-                "(a replay-only server flag)"
-            )
-    simulation = {"shards": args.shards, "entries": args.entries, "seed": args.seed}
-    if not args.simulate and any(value is not None for value in simulation.values()):
-        raise ConfigurationError(
-            "expected --shards/--entries/--seed only with --simulate, got them with "
-            + ("--uri" if args.uri else "--shard")
-        )
-    if args.input_format and not args.shard:
-        raise ConfigurationError("expected --input-format only with --shard NAME=PATH inputs")
-    if args.max_events_per_batch < 1:
-        raise ConfigurationError(
-            f"expected --max-events-per-batch >= 1, got {args.max_events_per_batch}"
-        )
-    if args.optimize_every < 0:
-        raise ConfigurationError(
-            f"expected --optimize-every N with N >= 0, got {args.optimize_every}"
-        )
-    if args.mirror_workers < 0:
-        raise ConfigurationError(
-            f"expected --mirror-workers N with N >= 0, got {args.mirror_workers}"
-        )
-    options: dict[str, str] = {}
-    if args.uri:
-        options["uri"] = args.uri
-    elif args.shard:
-        for shard in args.shard:
-            name, sep, path = shard.partition("=")
-            if not sep or not name or not path or "," in shard:
-                raise ConfigurationError(f"expected --shard NAME=PATH (no commas), got {shard!r}")
-        options["oplog"] = ",".join(args.shard)
-        if args.input_format:
-            options["inputFormat"] = args.input_format
-    else:
-        options["simulate"] = "true"
-        options.update({key: str(value) for key, value in simulation.items() if value is not None})
-    scope = {
-        "db": args.db,
-        "coll": args.coll,
-        "serverVersion": args.server_version,
-        "tokenVersion": args.token_version,
-        "startAtOperationTime": args.start_at_operation_time,
-        "resumeAfter": args.resume_after,
-        "startAfter": args.start_after,
-    }
-    options.update({key: str(value) for key, value in scope.items() if value is not None})
-    if args.show_expanded_events:
-        options["showExpandedEvents"] = "true"
-    options["maxEventsPerTrigger"] = str(args.max_events_per_batch)
-    max_bytes = parse_byte_size("--max-bytes-per-batch", args.max_bytes_per_batch)
-    options["maxBytesPerTrigger"] = str(max_bytes)
-    options["partitionMode"] = args.partition_mode
-    return options
-
-
 def _run_ingest_command(args: argparse.Namespace) -> int:
     """Run ``ingest``; errors end it with exit code 1 and one line on stderr."""
     try:
         options = source_options(args)
+        check_table_paths(args)
         memory = driver_memory_setting(args.driver_memory)
         crash = _crash_point(os.environ.get(CRASH_ENV))
         from shardstream.spark.ingest.progress import IngestProgress

@@ -20,29 +20,28 @@ line, processing goes on, and the exit code is 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO
-
-from bson.errors import BSONError
+from typing import Any, BinaryIO, TextIO
 
 from shardstream.cli.bench import add_bench_parser
 from shardstream.cli.ingest import add_ingest_parser
+from shardstream.cli.options import refuse_empty_values
 from shardstream.cli.replay import add_replay_parser
 from shardstream.cli.sync import add_sync_parsers
 from shardstream.cli.watch import add_watch_parser
 from shardstream.errors import ResumeTokenError, ShardstreamError
-from shardstream.resume_token import decode_token, decode_token_document, encode_token
+from shardstream.resume_token import encode_token
 from shardstream.resume_token.token_json import (
     dumps,
-    loads,
     token_data_from_document,
     token_data_to_document,
 )
+from shardstream.resume_token.token_text import parse_json_object, parse_token_text
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a writer killed by a closed pipe exits with
-_JSON_PARSE_ERRORS = (ValueError, TypeError, KeyError, OverflowError, BSONError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    verb: argparse.ArgumentParser | None = getattr(args, "verb_parser", None)
+    if verb is not None:
+        try:
+            refuse_empty_values(verb, args)
+        except ShardstreamError as exc:
+            print(f"{verb.prog}: error: {exc}", file=sys.stderr)
+            return 1
     try:
         return handler(args)
     except BrokenPipeError:
@@ -65,7 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+@functools.cache
 def _build_parser() -> argparse.ArgumentParser:
+    # Built once per process: parse_args leaves the parser as it was, and building it
+    # (every verb's options, their help translated) took ~20 ms, more than a short replay.
     parser = argparse.ArgumentParser(
         prog="shardstream",
         description="mongos-identical change streams from every shard's oplog, in parallel.",
@@ -106,22 +115,40 @@ def _build_parser() -> argparse.ArgumentParser:
         "cluster, verify, and check the target against the simulator's true data",
     )
     demo.set_defaults(handler=_run_demo)
+    for name, verb in commands.choices.items():
+        if name != "token":  # token verbs report each bad input on its own line and go on
+            verb.set_defaults(verb_parser=verb)
     return parser
 
 
-def _inputs(arguments: Sequence[str], stdin: TextIO) -> Iterable[str]:
+def _inputs(arguments: Sequence[str], stdin: TextIO) -> Iterable[str | ResumeTokenError]:
+    """The arguments, else stdin's non-blank lines (a line that is not UTF-8: its error)."""
     if arguments:
         yield from arguments
         return
-    for line in stdin:
-        if line.strip():
-            yield line.strip()
+    binary: BinaryIO | None = getattr(stdin, "buffer", None)
+    if binary is None:  # a text stream without bytes under it (tests' io.StringIO)
+        yield from (line.strip() for line in stdin if line.strip())
+        return
+    for number, raw in enumerate(binary, start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            yield ResumeTokenError(
+                f"expected UTF-8 text on stdin line {number}, got the byte "
+                f"0x{raw[exc.start]:02x} at column {exc.start + 1}"
+            )
+            continue
+        if line:
+            yield line
 
 
-def _run_each(items: Iterable[str], convert: Callable[[str], Any]) -> int:
+def _run_each(items: Iterable[str | ResumeTokenError], convert: Callable[[str], Any]) -> int:
     status = 0
     for item in items:
         try:
+            if isinstance(item, ResumeTokenError):
+                raise item
             line = dumps(convert(item))
         except ShardstreamError as exc:
             line = dumps({"error": str(exc)})
@@ -140,29 +167,13 @@ def _run_token_encode(args: argparse.Namespace) -> int:
 
 def decode_one(text: str) -> dict[str, Any]:
     """Decode one CLI input (hex ``_data`` or a token document) to its JSON document."""
-    if text.lstrip().startswith("{"):
-        document = _parse_json(text, "a token document {_data, _typeBits} in Extended JSON")
-        if not isinstance(document, dict):
-            raise ResumeTokenError(f"expected a token document, got {document!r:.100}")
-        data = decode_token_document(document)
-    else:
-        data = decode_token(text.strip())
-    return token_data_to_document(data)
+    return token_data_to_document(parse_token_text(text, "token"))
 
 
 def encode_one(text: str) -> dict[str, Any]:
     """Encode one decoded-token JSON object to ``{_data[, _typeBits]}``."""
-    document = _parse_json(text, "a decoded-token object in Extended JSON")
-    if not isinstance(document, dict):
-        raise ResumeTokenError(f"expected a decoded-token object, got {document!r:.100}")
+    document = parse_json_object(text, "token", "a decoded-token object in Extended JSON")
     return encode_token(token_data_from_document(document)).to_document()
-
-
-def _parse_json(text: str, expected: str) -> Any:
-    try:
-        return loads(text)
-    except _JSON_PARSE_ERRORS as exc:
-        raise ResumeTokenError(f"expected {expected}, got {text!r:.120} ({exc})") from exc
 
 
 def _run_demo(args: argparse.Namespace) -> int:

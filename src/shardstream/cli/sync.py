@@ -11,10 +11,16 @@ import argparse
 import signal
 import sys
 from types import FrameType
+from typing import Final
 
-from shardstream.cli.options import parse_timestamp
+from shardstream.cli.options import check_mongodb_uri, parse_timestamp
 from shardstream.errors import ShardstreamError
 from shardstream.oplog.redaction import redact_text
+
+# SyncOptions' defaults, repeated for the help text: importing them would load pymongo
+# for every command (tests/cluster_sync/test_sync_options.py checks they agree).
+DEFAULT_CONNECT_TIMEOUT_S: Final = 10.0
+DEFAULT_IDLE_EXIT_WAIT_S: Final = 30.0
 
 
 def _add_scope(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +35,14 @@ def _add_scope(parser: argparse.ArgumentParser) -> None:
         metavar="SRC=DST",
         help="rename on the target: a database (shop=shop2) or a collection "
         "(shop.orders=archive.orders); repeatable",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT_S,
+        metavar="S",
+        help="how long the first contact with each cluster may take "
+        f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})",
     )
 
 
@@ -88,7 +102,16 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--idle-exit",
         type=float,
         metavar="S",
-        help="stop once no event arrived for S seconds (default: run until Ctrl-C)",
+        help="once no event arrived for S seconds, stop as soon as everything the source "
+        "has committed by then is applied (default: run until Ctrl-C)",
+    )
+    sync.add_argument(
+        "--idle-exit-wait",
+        type=float,
+        default=DEFAULT_IDLE_EXIT_WAIT_S,
+        metavar="S",
+        help="with --idle-exit: how long to wait for that before stopping behind, exit "
+        f"code 1 (default {DEFAULT_IDLE_EXIT_WAIT_S:g})",
     )
     sync.add_argument(
         "--idle-noop-interval",
@@ -131,6 +154,8 @@ def _run_sync(args: argparse.Namespace) -> int:
     from shardstream.cluster_sync import NamespaceMap, SyncJob, SyncOptions
 
     try:
+        check_mongodb_uri("--source", args.source)
+        check_mongodb_uri("--target", args.target)
         options = SyncOptions(
             source=args.source,
             target=args.target,
@@ -145,6 +170,8 @@ def _run_sync(args: argparse.Namespace) -> int:
             copy_readers=args.copy_readers,
             copy_range_docs=args.copy_range_docs,
             idle_exit_s=args.idle_exit,
+            idle_exit_wait_s=args.idle_exit_wait,
+            connect_timeout_s=args.connect_timeout,
             idle_noop_interval_s=args.idle_noop_interval,
             start_at=args.start_at_operation_time,
             restart=args.restart,
@@ -163,27 +190,39 @@ def _run_sync(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGINT, previous)
         print(
             f"sync stopped: {result.copied:,} documents copied, {result.applied:,} events "
-            f"applied, {result.conflicts} conflicts handled; checkpoint {result.token}",
+            f"applied, {result.conflicts} conflicts handled; checkpoint {result.token}; "
+            f"{result.behind_text()}",
             file=sys.stderr,
         )
-        return _verify(args) if args.verify else 0
+        # A sync that stops behind the source fails: a script must not take it for done.
+        code = 0 if result.caught_up else 1
+        return max(code, _verify(args)) if args.verify else code
     except Exception as exc:  # any failure: one line, without credentials
-        print(f"shardstream sync: {_error_line(exc, args)}", file=sys.stderr)
+        print(f"shardstream sync: error: {_error_line(exc, args)}", file=sys.stderr)
         return 1
 
 
 def _run_verify(args: argparse.Namespace) -> int:
     try:
+        check_mongodb_uri("--source", args.source)
+        check_mongodb_uri("--target", args.target)
         return _verify(args)
     except Exception as exc:  # any failure: one line, without credentials
-        print(f"shardstream verify: {_error_line(exc, args)}", file=sys.stderr)
+        print(f"shardstream verify: error: {_error_line(exc, args)}", file=sys.stderr)
         return 1
 
 
 def _verify(args: argparse.Namespace) -> int:
     from shardstream.cluster_sync import verify
 
-    report = verify(args.source, args.target, db=args.db, coll=args.coll, maps=args.map)
+    report = verify(
+        args.source,
+        args.target,
+        db=args.db,
+        coll=args.coll,
+        maps=args.map,
+        connect_timeout_s=args.connect_timeout,
+    )
     for line in report.lines():
         print(line)
     return 0 if report.equal else 1

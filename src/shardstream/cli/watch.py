@@ -11,8 +11,13 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from shardstream.cli.options import add_json_option, add_stream_options, options_from_args
-from shardstream.errors import OplogError, ShardstreamError
+from shardstream.cli.options import (
+    add_json_option,
+    add_stream_options,
+    check_mongodb_uri,
+    options_from_args,
+)
+from shardstream.errors import ConfigurationError, OplogError, ShardstreamError
 from shardstream.oplog.read_preference import READ_PREFERENCE_MODES
 from shardstream.oplog.redaction import redact_text
 from shardstream.transform import ChangeStreamOptions
@@ -68,6 +73,9 @@ def _run_watch(args: argparse.Namespace) -> int:
     from shardstream.stream import watch
 
     try:
+        if args.max_events is not None and args.max_events < 1:
+            raise ConfigurationError(f"expected --max-events N with N >= 1, got {args.max_events}")
+        check_mongodb_uri("URI", args.uri)
         options = options_from_args(args)
         with watch(
             args.uri,

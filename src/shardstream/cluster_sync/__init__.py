@@ -15,23 +15,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pymongo import MongoClient
-
 from shardstream.cluster_sync.batch_applier import SyncConflict
+from shardstream.cluster_sync.cluster_identity import ClusterUnreachable, SyncRefused, open_cluster
 from shardstream.cluster_sync.compare_clusters import NamespaceComparison, VerifyReport
 from shardstream.cluster_sync.compare_clusters import verify as _verify
 from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.shard_target import ShardingRefused
-from shardstream.cluster_sync.sync_job import SyncJob, SyncOptions, SyncResult
+from shardstream.cluster_sync.sync_job import SyncJob
+from shardstream.cluster_sync.sync_options import DEFAULT_CONNECT_TIMEOUT_S, SyncOptions, SyncResult
 
 __all__ = [
+    "ClusterUnreachable",
     "NamespaceComparison",
     "NamespaceMap",
     "ShardingRefused",
     "SyncConflict",
     "SyncJob",
     "SyncOptions",
+    "SyncRefused",
     "SyncResult",
     "VerifyReport",
     "id_ranges",
@@ -59,7 +61,11 @@ def sync(
         report: receives the progress lines.
         options: the other :class:`SyncOptions` fields (``writers``, ``transactions``,
             ``on_conflict``, ``shard_target``, ``copy_readers``, ``sync_id``,
-            ``idle_exit_s`` ...).
+            ``idle_exit_s``, ``connect_timeout_s`` ...).
+
+    Returns:
+        How the run ended; ``caught_up`` says whether the target had everything the
+        source had committed when it stopped.
     """
     namespaces = NamespaceMap.from_options(db, coll, maps)
     job = SyncJob(
@@ -75,11 +81,20 @@ def verify(
     db: str | None = None,
     coll: str | None = None,
     maps: Iterable[str] = (),
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
 ) -> VerifyReport:
-    """Compare every collection in scope on ``source`` with its mapped one on ``target``."""
+    """Compare every collection in scope on ``source`` with its mapped one on ``target``.
+
+    Raises:
+        ClusterUnreachable: either cluster did not answer within ``connect_timeout_s``.
+    """
     namespaces = NamespaceMap.from_options(db, coll, maps)
-    source_client: MongoClient[Any] = MongoClient(source)
-    target_client: MongoClient[Any] = MongoClient(target)
+    source_client = open_cluster(source, "source", connect_timeout_s)
+    try:
+        target_client = open_cluster(target, "target", connect_timeout_s)
+    except BaseException:
+        source_client.close()
+        raise
     try:
         return _verify(source_client, target_client, namespaces)
     finally:

@@ -4,14 +4,15 @@ One document per sync id in ``shardstream_sync.checkpoints``, written with write
 majority after each acknowledged batch::
 
     {_id: <sync id>, phase: "copy" | "stream", t0: Timestamp, token: {_data: ...} | null,
-     source: <redacted URI>, updated: <date>}
+     source: <redacted URI>, source_id: <the source's identity>, updated: <date>}
 
 ``t0`` is the cluster time the initial copy started from; ``token`` is the merged stream's
 resume token after the last applied batch: one token, not per-shard times, because the
 merged stream resumes from one token on every shard.  A restart in the copy phase copies
 again from the same ``t0``; in the stream phase it resumes after ``token`` (or at ``t0``
 when no batch was applied yet).  Replaying what was already applied is harmless because
-every write the sync makes is idempotent.
+every write the sync makes is idempotent.  ``source_id`` (``cluster_identity``) ties the
+checkpoint to its source: a rerun against another source is refused, naming both.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.write_concern import WriteConcern
 
+from shardstream.cluster_sync.cluster_identity import SyncRefused
 from shardstream.cluster_sync.namespace_map import CHECKPOINT_DB
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.errors import ConfigurationError
@@ -58,14 +60,16 @@ class CheckpointStore:
         sync_id: str,
         *,
         source: str,
+        source_id: str | None = None,
         retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
-        """Args: the target client, the sync's id, the source as shown (redacted), and how
-        long a save is retried while the target is away."""
+        """Args: the target client, the sync's id, the source as shown (redacted), its
+        identity (None: unread), and how long a save is retried while the target is away."""
         database = client.get_database(CHECKPOINT_DB, write_concern=WriteConcern("majority"))
         self._collection = database[CHECKPOINT_COLLECTION]
         self.sync_id = sync_id
         self._source = source
+        self._source_id = source_id
         self.retry_for_s = retry_for_s
 
     def load(self) -> Checkpoint | None:
@@ -73,10 +77,19 @@ class CheckpointStore:
 
         Raises:
             ConfigurationError: the stored document is not a checkpoint this version wrote.
+            SyncRefused: it was written for another source (by its identity).
         """
         document = self._collection.find_one({"_id": self.sync_id})
         if document is None:
             return None
+        stored_id = document.get("source_id")
+        if stored_id is not None and self._source_id is not None and stored_id != self._source_id:
+            raise SyncRefused(
+                f"expected checkpoint {self.sync_id!r} ({CHECKPOINT_DB}.{CHECKPOINT_COLLECTION} "
+                f"on the target) to be this source's, got one written for {stored_id} "
+                f"({document.get('source')}), while --source {self._source} is {self._source_id}; "
+                "pass another --sync-id, or --restart to forget it"
+            )
         phase, t0, token = document.get("phase"), document.get("t0"), document.get("token")
         if phase not in PHASES or not isinstance(t0, Timestamp):
             raise ConfigurationError(
@@ -104,6 +117,7 @@ class CheckpointStore:
                 "t0": checkpoint.t0,
                 "token": None if checkpoint.token is None else dict(checkpoint.token),
                 "source": self._source,
+                "source_id": self._source_id,
                 "updated": datetime.datetime.now(datetime.UTC),
             },
             upsert=True,

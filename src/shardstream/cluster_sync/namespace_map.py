@@ -16,6 +16,7 @@ from shardstream.errors import ConfigurationError
 
 CHECKPOINT_DB: Final = "shardstream_sync"
 _INTERNAL_DBS: Final = frozenset({"admin", "config", "local", CHECKPOINT_DB})
+_DB_NAME_FORBIDDEN: Final = frozenset('/\\. "$\0')
 
 Namespace = tuple[str, str]
 
@@ -24,18 +25,67 @@ def parse_map_rule(rule: str) -> tuple[str, str]:
     """``"SRC=DST"`` as a pair, both whole databases or both ``db.coll``.
 
     Raises:
-        ConfigurationError: the rule has no ``=``, an empty side, or mixes a database
-            with a collection.
+        ConfigurationError: the rule has no ``=`` or more than one, an empty side, a name
+            the server would refuse, a side among the server's databases (or the
+            checkpoint database), or mixes a database with a collection.
     """
     source, sep, target = rule.partition("=")
-    if not sep or not source or not target:
-        raise ConfigurationError(f"expected --map SRC=DST (db=db or db.coll=db.coll), got {rule!r}")
+    if not sep or not source or not target or "=" in target:
+        raise ConfigurationError(
+            f"expected --map SRC=DST (db=db or db.coll=db.coll, one '='), got {rule!r}"
+        )
     if ("." in source) != ("." in target):
         raise ConfigurationError(
             f"expected --map to map a database to a database or a collection to a "
             f"collection, got {rule!r}"
         )
+    for side, name in (("source", source), ("target", target)):
+        problem = _name_problem(name)
+        if problem is not None:
+            raise ConfigurationError(f"expected a valid {side} in --map {rule!r}: {problem}")
+    for side, name in (("from", source), ("into", target)):
+        db = name.partition(".")[0]
+        if db in _INTERNAL_DBS:
+            raise ConfigurationError(
+                f"expected --map {side} a user database, got {rule!r}: {db} is "
+                + ("the sync's checkpoint database" if db == CHECKPOINT_DB else "the server's")
+            )
     return source, target
+
+
+def _name_problem(name: str) -> str | None:
+    """Why the server would refuse ``name`` (``db`` or ``db.coll``), or None.
+
+    The server's rules: NamespaceString::validDBName (no ``/\\. "$`` or NUL, under 64
+    bytes) and NamespaceString::validCollectionName (not empty, no ``$`` or NUL); names
+    under ``system.`` are the server's own.
+    """
+    db, dot, coll = name.partition(".")
+    if not db or any(c in _DB_NAME_FORBIDDEN for c in db) or len(db.encode()) >= 64:
+        return f'database name {db!r} (no /\\. "$ or NUL, 1 to 63 bytes)'
+    if dot and (not coll or "$" in coll or "\0" in coll):
+        return f"collection name {coll!r} (not empty, no $ or NUL)"
+    if dot and coll.startswith("system."):
+        return f"collection name {coll!r} (system collections are never synced)"
+    return None
+
+
+def _refuse_colliding_rules(rules: tuple[tuple[str, str], ...]) -> None:
+    """Two rules from one source, or onto one target, are refused: the first is ambiguous,
+    the second would merge two collections (or databases) into one."""
+    for index, (source, target) in enumerate(rules):
+        for other_source, other_target in rules[:index]:
+            if source == other_source:
+                raise ConfigurationError(
+                    f"expected one --map per source, got {other_source}={other_target} and "
+                    f"{source}={target}"
+                )
+            if target == other_target:
+                raise ConfigurationError(
+                    f"expected --map rules onto different targets, got "
+                    f"{other_source}={other_target} and {source}={target}: both would land in "
+                    f"{target}"
+                )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +105,10 @@ class NamespaceMap:
     def __post_init__(self) -> None:
         if self.coll is not None and self.db is None:
             raise ConfigurationError("expected --db with --coll, got only --coll")
+        for flag, value in (("--db", self.db), ("--coll", self.coll)):
+            if value is not None and not value:
+                raise ConfigurationError(f"expected a name after {flag}, got an empty value")
+        _refuse_colliding_rules(self.rules)
 
     @classmethod
     def from_options(

@@ -5,103 +5,44 @@ target acknowledged all of it (write concern majority) the stream's resume token
 stored as the checkpoint, so a stop after any batch, or a kill -9 anywhere, resumes
 without a gap, and what it replays is harmless.  :meth:`SyncJob.stop` (Ctrl-C in the CLI)
 ends the loop after the batch in flight is acknowledged and checkpointed.
+
+Before anything is written the run refuses what would do harm (a target that is the
+source, maps that collide or name nothing, a checkpoint of another source), and a run
+ends saying whether the target had caught up with the source's committed time, read
+from its shards (``SyncResult.caught_up``): ``idle_exit_s`` stops only once it has.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
-import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
+from pymongo.errors import PyMongoError
 
 from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
+from shardstream.cluster_sync.cluster_identity import open_cluster, refuse_same_cluster
 from shardstream.cluster_sync.compare_clusters import VerifyReport, verify
+from shardstream.cluster_sync.idle_exit import IdleExit
 from shardstream.cluster_sync.idle_noop import IdleShardNudger
-from shardstream.cluster_sync.initial_copy import (
-    COPY_BATCH,
-    COPY_RANGE_DOCS,
-    CopyProgress,
-    copy_collections,
-)
-from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.initial_copy import CopyProgress, copy_collections
+from shardstream.cluster_sync.namespace_checks import refuse_unsafe_scope
 from shardstream.cluster_sync.source_catalog import majority_time
+from shardstream.cluster_sync.source_clock import SourceClock
+from shardstream.cluster_sync.sync_options import SyncOptions, SyncResult
 from shardstream.cluster_sync.sync_progress import SyncProgress
 from shardstream.cluster_sync.target_catalog import refuse_targets_holding_data
-from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S
-from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.errors import ChangeStreamHistoryLost, ShardstreamError
 from shardstream.oplog.redaction import redact_uri
+from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream, watch
 
-DEFAULT_BATCH: Final = 1000
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class SyncOptions:
-    """What to sync and how (the CLI's options; see ``shardstream sync --help``).
-
-    Attributes:
-        source / target: mongos (or replica-set) URIs.
-        namespaces: scope and ``--map`` rules.
-        sync_id: the checkpoint's key: several syncs may share a target.
-        writers: parallel writers (None: the number of source shards).
-        transactions: apply a source transaction as one target transaction.
-        on_conflict: ``fail``, ``overwrite`` or ``skip``.
-        shard_target: shard on the target what is sharded on the source, alike: the
-            collections sharded at T0 before their copy, and ``shardCollection`` events.
-        batch_size: events per applied batch (one checkpoint each).
-        copy_readers: pieces (collections, or ``_id`` ranges of big ones) copied at once
-            in phase 1.
-        copy_batch: documents per bulk insert of the copy.
-        copy_range_docs: a collection with at least twice this many documents is copied
-            in ``_id`` ranges of about this many or more.
-        idle_exit_s: stop once no event arrived for this long (None: run until stopped).
-        retry_for_s: how long a target that went away is retried.
-        idle_noop_interval_s: write a no-op to a source shard idle this long (None: off).
-        restart: forget the stored checkpoint first (a new initial copy).
-        start_at: skip the initial copy and stream from this cluster time (the target
-            already holds the source's data as of it, e.g. restored from a backup).
-        verify_after_copy: once the stream has first caught up after this run's copy
-            (a batch found nothing ready), compare source and target (``verify``) and
-            report it; exact when the source was quiet meanwhile.
-    """
-
-    source: str
-    target: str
-    namespaces: NamespaceMap = dataclasses.field(default_factory=NamespaceMap)
-    sync_id: str = "default"
-    writers: int | None = None
-    transactions: bool = True
-    on_conflict: str = "fail"
-    shard_target: bool = False
-    batch_size: int = DEFAULT_BATCH
-    copy_readers: int = 4
-    copy_batch: int = COPY_BATCH
-    copy_range_docs: int = COPY_RANGE_DOCS
-    idle_exit_s: float | None = None
-    retry_for_s: float = DEFAULT_RETRY_FOR_S
-    idle_noop_interval_s: float | None = None
-    start_at: Timestamp | None = None
-    restart: bool = False
-    verify_after_copy: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SyncResult:
-    """How a sync run ended: documents copied, events applied, the last checkpoint."""
-
-    copied: int
-    applied: int
-    conflicts: int
-    token: Mapping[str, Any] | None
-    t0: Timestamp
-    copy_verify: VerifyReport | None = None  # with ``verify_after_copy``, once caught up
+__all__ = ["SyncJob", "SyncOptions", "SyncResult"]
 
 
 class SyncJob:
@@ -115,6 +56,9 @@ class SyncJob:
         self._stopping = threading.Event()
         self._report = report
 
+    def __repr__(self) -> str:
+        return f"SyncJob({self.options!r})"  # the options' repr redacts the URIs
+
     def stop(self) -> None:
         """Stop after the batch in flight is applied and checkpointed (thread-safe)."""
         self._stopping.set()
@@ -123,35 +67,49 @@ class SyncJob:
         """Copy (unless a checkpoint says it is done), then apply the stream until stopped.
 
         Raises:
+            ClusterUnreachable: the source or the target did not answer in time.
+            SyncRefused: the target is the source, the maps collide or name nothing on
+                the source, or the checkpoint is another source's (nothing written).
             ChangeStreamHistoryLost: a shard's oplog no longer reaches the checkpoint;
                 a new initial copy is needed (``--restart``).
             SyncConflict: a duplicate key on the target under ``on_conflict="fail"``.
         """
         options = self.options
-        source: MongoClient[Any] = MongoClient(options.source)
-        target: MongoClient[Any] = MongoClient(options.target)
+        source = open_cluster(options.source, "source", options.connect_timeout_s)
         try:
-            return self._run(source, target)
+            target = open_cluster(options.target, "target", options.connect_timeout_s)
+        except BaseException:
+            source.close()
+            raise
+        clock = SourceClock(source, options.source, timeout_s=options.connect_timeout_s)
+        try:
+            return self._run(source, target, clock)
         finally:
+            clock.close()
             source.close()
             target.close()
 
-    def _run(self, source: MongoClient[Any], target: MongoClient[Any]) -> SyncResult:
+    def _run(
+        self, source: MongoClient[Any], target: MongoClient[Any], clock: SourceClock
+    ) -> SyncResult:
         options = self.options
+        source_id = refuse_same_cluster(source, target, options.source, options.target)
         store = CheckpointStore(
             target,
             options.sync_id,
             source=redact_uri(options.source),
+            source_id=source_id,
             retry_for_s=options.retry_for_s,
         )
         checkpoint = None if options.restart else store.load()
+        refuse_unsafe_scope(source, options.namespaces, new_sync=checkpoint is None)
         if checkpoint is None and options.start_at is None and options.on_conflict == "fail":
             # Before anything is stored: a new copy refused later would leave its own
             # checkpoint (or none, after --restart) for a rerun to resume over old data.
             refuse_targets_holding_data(source, target, options.namespaces)
         if options.restart:
             store.clear()
-        progress = SyncProgress(self._report)
+        progress = SyncProgress(self._report, clock.newest)
         copied = CopyProgress()
         if checkpoint is None and options.start_at is not None:
             checkpoint = Checkpoint("stream", options.start_at)
@@ -177,8 +135,8 @@ class SyncJob:
                     at=t0,
                     retry_for_s=options.retry_for_s,
                 )
-            if self._stopping.is_set():
-                return SyncResult(copied.copied, 0, 0, None, t0)
+            if self._stopping.is_set():  # stopped in the copy: behind by definition
+                return SyncResult(copied.copied, 0, 0, None, t0, None, None, _read(clock))
             checkpoint = Checkpoint("stream", t0)
             store.save(checkpoint)
         assert checkpoint is not None  # loaded, or stored by the copy just done
@@ -192,7 +150,7 @@ class SyncJob:
             shard_target=options.shard_target,
             retry_for_s=options.retry_for_s,
         )
-        progress.phase("stream", copied)
+        progress.phase("stream", copied, _applied_through(checkpoint.token, checkpoint.t0))
         checks: list[VerifyReport] = []
 
         def verify_caught_up() -> None:
@@ -204,7 +162,7 @@ class SyncJob:
 
         after_copy = verify_caught_up if options.verify_after_copy and copied_now else None
         try:
-            applied, token = self._stream(store, checkpoint, applier, progress, after_copy)
+            stream = self._stream(store, checkpoint, applier, progress, clock, after_copy)
         except ChangeStreamHistoryLost as exc:
             # Raised by watch() or, later, by a shard's reader (the check of a shard's
             # oldest entry runs on its tailer thread): either way the hint belongs here.
@@ -216,7 +174,14 @@ class SyncJob:
             applier.close()
         copy_verify = checks[0] if checks else None
         return SyncResult(
-            copied.copied, applied, applier.conflicts, token, checkpoint.t0, copy_verify
+            copied.copied,
+            stream.applied,
+            applier.conflicts,
+            stream.token,
+            checkpoint.t0,
+            copy_verify,
+            _applied_through(stream.token, checkpoint.t0),
+            stream.source_time,
         )
 
     def _open(self, checkpoint: Checkpoint) -> ChangeStream:
@@ -241,12 +206,13 @@ class SyncJob:
         checkpoint: Checkpoint,
         applier: BatchApplier,
         progress: SyncProgress,
+        clock: SourceClock,
         after_copy: Callable[[], None] | None,
-    ) -> tuple[int, Mapping[str, Any] | None]:
+    ) -> _StreamEnd:
         namespaces = self.options.namespaces
         applied = 0
         saved = checkpoint.token  # the last token stored
-        idle_since = time.monotonic()
+        idle = IdleExit(self.options.idle_exit_s, self.options.idle_exit_wait_s, clock)
         interval = self.options.idle_noop_interval_s
         nudger = None if interval is None else IdleShardNudger(self.options.source, interval)
         with self._open(checkpoint) as stream, contextlib.ExitStack() as cleanup:
@@ -269,20 +235,40 @@ class SyncJob:
                 applier.apply(batch.items, checkpoint=save)
                 applied += batch.events
                 save(batch.token)
-                progress.batch(batch.events, batch.last_time, batch.positions)
+                through = _applied_through(saved, checkpoint.t0)
+                progress.batch(batch.events, through, batch.positions)
                 if nudger is not None:
                     nudger.check(batch.positions)
                 # Events held back are pending, not caught up, and keep the sync awake.
-                if not batch.events and not batch.held and after_copy is not None:
+                quiet = not batch.events and not batch.held
+                if quiet and after_copy is not None:
                     after_copy()  # nothing ready: the stream has caught up with the copy
                     after_copy = None
-                if batch.events or batch.held:
-                    idle_since = time.monotonic()
-                elif self._idle_for(idle_since):
+                if idle.done(quiet, through):
                     break
         progress.done()
-        return applied, saved
+        return _StreamEnd(applied, saved, idle.source_time or _read(clock))
 
-    def _idle_for(self, since: float) -> bool:
-        idle = self.options.idle_exit_s
-        return idle is not None and time.monotonic() - since >= idle
+
+class _StreamEnd:
+    """What the stream phase leaves: events applied, the last token stored, and the
+    source's time it was measured against (None: unread)."""
+
+    def __init__(
+        self, applied: int, token: Mapping[str, Any] | None, source_time: Timestamp | None
+    ) -> None:
+        self.applied, self.token, self.source_time = applied, token, source_time
+
+
+def _applied_through(token: Mapping[str, Any] | None, t0: Timestamp) -> Timestamp:
+    """The cluster time the target holds everything before: the stored token's, or T0
+    (the copy's, whose stream starts there)."""
+    return t0 if token is None else decode_token_document(token).cluster_time
+
+
+def _read(clock: SourceClock) -> Timestamp | None:
+    """The source's time for the result; None when it cannot be read (reported so)."""
+    try:
+        return clock.newest()
+    except (ShardstreamError, PyMongoError):
+        return None

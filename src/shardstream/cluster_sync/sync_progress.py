@@ -1,10 +1,12 @@
 """Sync: the progress line (phase, copy counts, events/s applied, lag behind the source).
 
-Lag is read from cluster times, not wall clocks: how far the last applied event's
-``clusterTime`` is behind the newest shard position the merge knows of, and per shard how
-far its own position (its promise) is behind that newest one.  An idle shard's position
-moves only with its periodic no-op, which is why one idle shard can hold the whole stream
-back by up to that interval.
+Lag is read from cluster times, not wall clocks: how far the applied time (the stored
+checkpoint's) is behind the source's newest committed time, read from the source's shards
+(:class:`~shardstream.cluster_sync.source_clock.SourceClock`) when a line is written, not
+taken from what the merge has seen; so it is never 0 while the merge holds events back.
+Per shard: how far its position in the merge (its promise) is behind the newest one.  An
+idle shard's position moves only with its periodic no-op, which is why one idle shard can
+hold the whole stream back by up to that interval.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from bson.timestamp import Timestamp
+from pymongo.errors import PyMongoError
 
 from shardstream.cluster_sync.initial_copy import CopyProgress
+from shardstream.errors import ShardstreamError
 
 REPORT_EVERY_S: Final = 1.0
 
@@ -25,9 +29,16 @@ REPORT_EVERY_S: Final = 1.0
 class SyncProgress:
     """Writes a progress line at most once per ``REPORT_EVERY_S`` (and at phase changes)."""
 
-    def __init__(self, report: Callable[[str], None] | None) -> None:
-        """Args: where lines go (None: nowhere)."""
+    def __init__(
+        self,
+        report: Callable[[str], None] | None,
+        source_time: Callable[[], Timestamp] | None = None,
+    ) -> None:
+        """Args: where lines go (None: nowhere), and how to read the source's newest
+        committed time (None: no lag shown)."""
         self._report = report
+        self._source_time = source_time
+        self._applied_through: Timestamp | None = None
         self._phase = "copy"
         self._copy = CopyProgress()
         self._started = time.monotonic()
@@ -35,12 +46,14 @@ class SyncProgress:
         self._applied = 0
         self._window_events = 0
         self._window_start = time.monotonic()
-        self._lag = "-"
         self._shards = ""
 
-    def phase(self, name: str, copy: CopyProgress) -> None:
-        """Enter phase ``name`` (``copy`` or ``stream``)."""
+    def phase(
+        self, name: str, copy: CopyProgress, applied_through: Timestamp | None = None
+    ) -> None:
+        """Enter phase ``name`` (``copy`` or ``stream``, with the time it starts from)."""
         self._phase, self._copy = name, copy
+        self._applied_through = applied_through
         self._emit(force=True)
 
     @contextlib.contextmanager
@@ -68,24 +81,38 @@ class SyncProgress:
     def batch(
         self,
         events: int,
-        last_time: Timestamp | None,
+        applied_through: Timestamp | None,
         positions: Mapping[str, Timestamp | None],
     ) -> None:
-        """Count one applied batch; ``positions`` are the shards' known cluster times."""
+        """Count one applied batch; ``applied_through`` is the stored checkpoint's time,
+        ``positions`` the shards' positions in the merge."""
         self._applied += events
         self._window_events += events
+        self._applied_through = applied_through
         known = [ts for ts in positions.values() if ts is not None]
         newest = max(known, default=None)
-        if events == 0:
-            self._lag = "0 s"  # everything the merge released is applied
-        elif newest is not None and last_time is not None:
-            self._lag = f"{max(0, newest.time - last_time.time)} s"
         if newest is not None:
             self._shards = " ".join(
                 f"{name} {newest.time - ts.time if ts else '?'} s"
                 for name, ts in sorted(positions.items())
             )
         self._emit()
+
+    def _lag(self) -> str:
+        """The source's newest committed time minus the applied time, read now."""
+        if self._phase != "stream" or self._source_time is None:
+            return "-"
+        try:
+            newest = self._source_time()
+        except (ShardstreamError, PyMongoError):
+            return "? (the source's time could not be read)"
+        applied = self._applied_through
+        if applied is None:
+            return "?"
+        if applied >= newest:
+            return "0 s"
+        seconds = newest.time - applied.time
+        return f"{seconds} s" if seconds > 0 else "<1 s"
 
     def done(self) -> None:
         """Write the final line."""
@@ -101,7 +128,7 @@ class SyncProgress:
         self._report(
             f"sync {self._phase}: copied {copy.copied:,}/{copy.total:,} documents, "
             f"applied {self._applied:,} events ({self._window_events / window:,.0f} events/s, "
-            f"run {self._applied / run:,.0f}/s), lag {self._lag}"
+            f"run {self._applied / run:,.0f}/s), lag {self._lag()}"
             + (f", shards: {self._shards}" if self._shards else "")
         )
         self._last_line = now

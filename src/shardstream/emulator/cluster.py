@@ -22,7 +22,7 @@ from typing import Any, Self
 
 from bson.timestamp import Timestamp
 
-from shardstream.emulator.config_server import EmulatedConfigServer
+from shardstream.emulator.config_server import CONFIG_VERSION_NS, EmulatedConfigServer
 from shardstream.emulator.faults import require_admin
 from shardstream.emulator.mongos_routing import register_routing
 from shardstream.emulator.node import Body, EmulatedNode
@@ -67,7 +67,7 @@ class EmulatedMongos(EmulatedNode):
         """``config.shards`` is generated from the live shard list."""
         if ns == "config.shards":
             return self._cluster.shard_documents()
-        if ns in CATALOG_NAMESPACES:  # the sharding catalog lives on the config server
+        if ns in (*CATALOG_NAMESPACES, CONFIG_VERSION_NS):  # the config server's
             return self._cluster.config.store.documents(ns)
         # mongos holds no user data: like the router, answer a find from every shard.
         routed = [doc for shard in self._cluster.shards for doc in shard.collection_docs(ns)]

@@ -22,12 +22,17 @@ from typing import Any, Final
 
 from bson.binary import Binary
 from bson.int64 import Int64
+from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.loading import load
 from shardstream.emulator.node import Body
 from shardstream.emulator.replica_set import EmulatedReplicaSet
 
 CONFIG_SHARDS_NS: Final = "config.shards"
+# The cluster's identity: one document, its clusterId generated when the cluster is made
+# (ShardingCatalogManager::_initConfigVersion), read through mongos.
+CONFIG_VERSION_NS: Final = "config.version"
 # config.shards' collection UUID; fixed so emulated oplogs are reproducible.
 CONFIG_SHARDS_UUID: Final = Binary(uuid.UUID("c0f16000-5a4d-4b00-8000-000000000001").bytes, 4)
 # The first entry of the config oplog: it reaches back before any stream's start.
@@ -70,6 +75,8 @@ class EmulatedConfigServer(EmulatedReplicaSet):
         self.periodic_noops = True
         self.append({"ts": FIRST_TS, "op": "n", "ns": "", "o": {"msg": "initiating set"}})
         self.set_majority(FIRST_TS)
+        self.cluster_id = ObjectId()
+        load(self.store, CONFIG_VERSION_NS, [{"_id": 1, "clusterId": self.cluster_id}])
 
     def record_shard_added(self, ts: Timestamp, shard: Body) -> None:
         """Log the insert of ``shard`` (a config.shards document) at ``ts``, committed."""

@@ -64,6 +64,8 @@ class EmulatedReplicaSet(EmulatedNode):
         self.name = name
         self.oplog = OplogStore()
         self._commands["replsetgetstatus"] = self._repl_set_get_status
+        self._commands["replsetgetconfig"] = self._repl_set_get_config
+        self.replica_set_id = ObjectId()  # generated at replSetInitiate on a real set
         # Writes and DDL apply to self.store and log to self.oplog, as a primary's do.
         writes = self._writes = WritePath(self.store, OplogWriter(self.oplog))
         for commands in (WriteCommands(writes), DdlCommands(writes), IndexCommands(writes)):
@@ -177,6 +179,12 @@ class EmulatedReplicaSet(EmulatedNode):
         if ns == OPLOG_NS:
             return list(self.oplog.entries())
         return super().collection_docs(ns)
+
+    def _repl_set_get_config(self, _body: Body) -> Body:
+        member = {"_id": 0, "host": self.host, "votes": 1, "priority": 1.0}
+        settings = {"replicaSetId": self.replica_set_id}
+        config = {"_id": self.name, "version": 1, "term": _TERM, "members": [member]}
+        return {"config": {**config, "settings": settings}, "ok": 1.0}
 
     def _repl_set_get_status(self, _body: Body) -> Body:
         last, majority = self.oplog.last_ts, self.oplog.majority

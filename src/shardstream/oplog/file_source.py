@@ -24,6 +24,7 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, OplogError
+from shardstream.oplog.corrupt_entry import entry_ts, located, raw_entry
 from shardstream.oplog.file_reader import (
     RAW_OPLOG_CODEC_OPTIONS as _RAW_OPTIONS,
 )
@@ -31,6 +32,7 @@ from shardstream.oplog.file_reader import InputFormat, read_oplog_file
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
 from shardstream.oplog.source import OplogBatch
 from shardstream.oplog.ts_index import ts_index
+from shardstream.oplog.ts_order import entry_timestamp
 
 # Entries as the file's bytes; values decode as the reference's when read.
 _TIMESTAMP_BYTES = struct.Struct("<II")  # a BSON Timestamp: increment, then time
@@ -70,6 +72,7 @@ class FileOplogSource:
         self._entries: Iterator[Mapping[str, Any]] | None = None
         self._last_ts: Timestamp | None = None
         self._done = False
+        self._failed: OplogError | None = None  # raised at the next read (see _fail_after)
 
     @property
     def name(self) -> str:
@@ -82,6 +85,8 @@ class FileOplogSource:
         Raises:
             OplogError: the file is unreadable, or its ``ts`` values are not increasing.
         """
+        if self._failed is not None:
+            raise self._failed
         if self._done:
             return OplogBatch((), self._last_ts, exhausted=True)
         if self.raw_entries:
@@ -89,17 +94,16 @@ class FileOplogSource:
         if self._entries is None:
             self._entries = read_oplog_file(self._path, self._format, offset=self._offset)
         batch: list[Mapping[str, Any]] = []
-        for entry in self._entries:
-            ts = self._timestamp_of(entry)
-            if self._last_ts is not None and ts <= self._last_ts:
-                raise OplogError(
-                    f"shard {self._name!r} ({self._path}): expected ts to increase, got {ts!r} "
-                    f"after {self._last_ts!r}"
-                )
-            self._last_ts = ts
-            batch.append(entry)
-            if len(batch) >= max_entries:
-                return OplogBatch(batch, ts)
+        where = self._where
+        try:
+            for entry in self._entries:
+                ts = entry_timestamp(entry, where, self._last_ts)
+                self._last_ts = ts
+                batch.append(entry)
+                if len(batch) >= max_entries:
+                    return OplogBatch(batch, ts)
+        except OplogError as exc:
+            return self._fail_after(batch, exc)
         self._done = True
         self.close()
         return OplogBatch(batch, self._last_ts, exhausted=True)
@@ -108,25 +112,41 @@ class FileOplogSource:
         if self._entries is None:
             self._entries = _raw_entries(self._path, self._offset)
         batch: list[Mapping[str, Any]] = []
-        for entry in self._entries:
-            batch.append(entry)
-            if len(batch) >= max_entries:
-                break
-        else:
-            self._done = True
-            self.close()
+        try:
+            for entry in self._entries:
+                batch.append(entry)
+                if len(batch) >= max_entries:
+                    break
+            else:
+                self._done = True
+                self.close()
+        except OplogError as exc:
+            self._fail_after(batch, exc)
         if batch:
-            self._last_ts = self._timestamp_of(batch[-1])  # decodes this one entry only
+            # The promise reads this one entry only, and never goes back: the fast pipeline
+            # checks every entry's ts in order, and refuses the first out of place itself.
+            last = batch[-1]
+            # From its bytes: inflating the entry would raise on damage elsewhere in it.
+            ts = entry_ts(bytes(last.raw)) if isinstance(last, RawBSONDocument) else None
+            if isinstance(ts, Timestamp) and (self._last_ts is None or ts > self._last_ts):
+                self._last_ts = ts
         return OplogBatch(batch, self._last_ts, exhausted=self._done)
 
-    def _timestamp_of(self, entry: Mapping[str, Any]) -> Timestamp:
-        ts = entry.get("ts")
-        if not isinstance(ts, Timestamp):
-            raise OplogError(
-                f"shard {self._name!r} ({self._path}): expected every entry to have a "
-                f"Timestamp ts, got {ts!r:.60} after ts {self._last_ts!r}"
-            )
-        return ts
+    def _fail_after(self, batch: list[Mapping[str, Any]], error: OplogError) -> OplogBatch:
+        """The entries read before a bad one, then ``error`` at the next read.
+
+        Every path meets an oplog's defects in oplog order (the first one decides), as the
+        server would: the entries before a bad one still go through the pipeline first.
+        """
+        self.close()
+        if not batch:
+            raise error
+        self._failed = error
+        return OplogBatch(batch, self._last_ts)
+
+    @property
+    def _where(self) -> str:
+        return f"shard {self._name!r} ({self._path})"
 
     def _offset_before(self, ts: Timestamp) -> int:
         """Where to start reading for entries at or after ``ts`` (0: the file's start)."""
@@ -162,7 +182,9 @@ def _raw_entries(path: str, offset: int = 0) -> Generator[RawBSONDocument, None,
     try:
         for chunk in chunks:
             for document in chunk:
-                yield RawBSONDocument(document, _RAW_OPTIONS)
+                # A document pymongo will not frame: the file reader's error (corrupt_entry).
+                yield raw_entry(document, _RAW_OPTIONS, located(path, offset))
+                offset += len(document)
     finally:
         close = getattr(chunks, "close", None)  # a generator: closing it closes the file
         if close is not None:

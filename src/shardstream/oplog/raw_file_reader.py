@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from shardstream.errors import OplogError
+from shardstream.oplog.entry_size_limit import MAX_OPLOG_ENTRY_SIZE, oversized_entry
 
 CHUNK_SIZE: Final = 1 << 20
 # Above any oplog entry (16 MB documents, plus the entry's own fields).
@@ -47,6 +48,8 @@ def read_raw_oplog_file(
 def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Iterator[list[bytes]]:
     pending = b""  # offset: the file offset of pending[0]
     while True:
+        if len(pending) >= 4 and not _plausible_length(pending):
+            _raise_framing_error(pending, name, offset)  # before reading the rest of it
         chunk = stream.read(read_size(pending, chunk_size))
         data = pending + chunk if pending else chunk
         if not chunk:
@@ -56,10 +59,19 @@ def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Ite
         documents, used = frame_documents(data)
         if documents:
             yield documents
-        elif len(data) >= 4 and int.from_bytes(data[:4], "little", signed=True) < 5:
+        elif len(data) >= 4 and not _plausible_length(data):
             _raise_framing_error(data, name, offset)
         offset += used
         pending = data[used:]
+
+
+def _plausible_length(data: bytes) -> bool:
+    """Whether the length prefix at the front of ``data`` can be an oplog entry's.
+
+    Checked before reading the rest of an entry: one longer than any entry the server
+    can write (see ``entry_size_limit``) is refused by its prefix alone.
+    """
+    return 5 <= int.from_bytes(data[:4], "little", signed=True) <= MAX_OPLOG_ENTRY_SIZE
 
 
 def read_size(pending: bytes, chunk_size: int) -> int:
@@ -85,7 +97,7 @@ def frame_documents(data: bytes) -> tuple[list[bytes], int]:
     while pos + 4 <= total:
         size = unpack_from(data, pos)[0]
         end = pos + size
-        if size < 5 or end > total:
+        if size < 5 or size > MAX_OPLOG_ENTRY_SIZE or end > total:
             break
         append(data[pos:end])
         pos = end
@@ -101,7 +113,10 @@ def _raise_framing_error(data: bytes, name: str, offset: int) -> None:
             f"corrupt BSON in {name} at byte {offset}: expected a document length of at "
             f"least 5, got {prefix.hex()!r}"
         )
+    if size > MAX_OPLOG_ENTRY_SIZE:
+        raise oversized_entry(name, offset, size)
+    # A damaged length prefix and a cut file look alike: say what is left and what it asks.
     raise OplogError(
-        f"truncated BSON in {name} at byte {offset}: expected {size} bytes, the file "
-        f"ends after {len(data)}"
+        f"truncated BSON in {name} at byte {offset}: expected a BSON document length of at "
+        f"most {len(data)} bytes left, got {size}"
     )

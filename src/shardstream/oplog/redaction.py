@@ -7,7 +7,9 @@ typed into a URI never lands in logs, tracebacks or reports.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping
 from typing import Final
 
 REDACTED: Final = "***"
@@ -82,3 +84,40 @@ def redact_text(text: str, *secrets: str) -> str:
         if secret:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def redacted_repr(obj: object) -> str:
+    """``obj``'s dataclass repr with every MongoDB URI in its fields redacted.
+
+    For the ``__repr__`` of public option and result objects: a dataclass's generated
+    repr prints each field as given, so a URI's password would reach any log line that
+    shows the object.  Fields declared with ``repr=False`` stay out, as in the generated
+    repr; each value is redacted on its own (its repr quoted by Python), so a URI is
+    found whole whatever the text around it.
+    """
+    if not dataclasses.is_dataclass(obj):
+        return redact_text(repr(obj))
+    shown = ", ".join(
+        f"{field.name}={_redacted_value_repr(getattr(obj, field.name))}"
+        for field in dataclasses.fields(obj)
+        if field.repr
+    )
+    return f"{type(obj).__qualname__}({shown})"
+
+
+def _redacted_value_repr(value: object) -> str:
+    if isinstance(value, str):
+        return repr(redact_uri(value))
+    if isinstance(value, Mapping):
+        items = ", ".join(
+            f"{_redacted_value_repr(k)}: {_redacted_value_repr(v)}" for k, v in value.items()
+        )
+        return "{" + items + "}"
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        inner = ", ".join(_redacted_value_repr(item) for item in value)
+        if isinstance(value, list):
+            return f"[{inner}]"
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    # Anything else prints its own repr (a nested option object redacts itself); the
+    # text is still swept for URIs in case a foreign repr quotes one.
+    return redact_text(repr(value))

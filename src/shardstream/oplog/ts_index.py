@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import itertools
 import os
 import struct
 import threading
@@ -31,6 +30,7 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import OplogError
+from shardstream.oplog.entry_size_limit import MAX_OPLOG_ENTRY_SIZE, oversized_entry
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.raw_file_reader import read_size
 
@@ -57,6 +57,13 @@ class TsIndex:
     offsets: tuple[int, ...]
     ordinals: tuple[int, ...]
     last: int = -1
+    defect: OplogError | None = None
+    """The file's first framing or sampling defect; the index covers the entries before it.
+
+    Kept, not raised, because the readers must meet it in its place: an earlier entry's
+    own error (a transform error, a ts out of order) is what the reference path reports
+    first, and a planner raising at the defect would report a later one instead.
+    """
 
     def offset_before(self, start: Timestamp) -> int:
         """The offset of the last sampled entry whose ts is below ``start`` (0: none is).
@@ -71,9 +78,12 @@ class TsIndex:
 def ts_index(path: str) -> TsIndex:
     """The index of the BSON oplog file ``path`` (built on first use, then cached).
 
+    A file that is not framed as BSON documents, a sampled entry without a Timestamp
+    ``ts``, or sampled ``ts`` values that do not increase give an index of the entries
+    before that point with the error in :attr:`TsIndex.defect`.
+
     Raises:
-        OplogError: the file cannot be read, is not framed as BSON documents, a sampled
-            entry has no Timestamp ``ts``, or the sampled ``ts`` values do not increase.
+        OplogError: the file cannot be read.
     """
     try:
         stat = Path(path).stat()
@@ -91,6 +101,7 @@ def ts_index(path: str) -> TsIndex:
 
 def _build(path: str) -> TsIndex:
     times: list[int] = []
+    defect: OplogError | None = None
     offsets: list[int] = []
     ordinals: list[int] = []
     last_document, last_offset = b"", 0
@@ -104,21 +115,32 @@ def _build(path: str) -> TsIndex:
                 data = data + chunk if data else chunk
                 position = 0
                 last_at = -1
-                while position + 4 <= len(data):
+                while defect is None and position + 4 <= len(data):
                     size = unpack_from(data, position)[0]
                     if size < 5:
-                        raise OplogError(
+                        defect = OplogError(
                             f"corrupt BSON in {path} at byte {base + position}: expected a "
                             f"document length of at least 5, got {size}"
                         )
+                        break
+                    if size > MAX_OPLOG_ENTRY_SIZE:
+                        defect = oversized_entry(path, base + position, size)
+                        break
                     if position + size > len(data):
                         break
                     at = base + position
                     if not ordinals or (
                         count - ordinals[-1] >= STRIDE or at - offsets[-1] >= SAMPLE_BYTES
                     ):
-                        document = data[position : position + size]
-                        times.append(_ts_of(document, path, at))
+                        try:
+                            time = _ts_of(data[position : position + size], path, at)
+                        except OplogError as exc:
+                            defect = exc
+                            break
+                        if times and time <= times[-1]:
+                            defect = _out_of_order(path, offsets[-1], times[-1], at, time)
+                            break
+                        times.append(time)
                         offsets.append(at)
                         ordinals.append(count)
                     last_at = position
@@ -126,21 +148,30 @@ def _build(path: str) -> TsIndex:
                     position += size
                 if last_at >= 0:  # the last whole document so far
                     last_document, last_offset = data[last_at:position], base + last_at
+                if defect is not None:
+                    break
                 data = data[position:]
                 base += position
     except OSError as exc:
         raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
-    for at, (earlier, later) in enumerate(itertools.pairwise(times)):
-        if later <= earlier:
-            # Said here, where the index is built: a planner using the index never runs
-            # the reader that would otherwise find it, and would see no data at all.
-            raise OplogError(
-                f"expected ts to increase in {path}: the entry at byte {offsets[at + 1]} "
-                f"(ts {_timestamp(later)}) is not after the one at byte {offsets[at]} "
-                f"(ts {_timestamp(earlier)})"
-            )
-    last = _ts_of(last_document, path, last_offset) if last_document else -1
-    return TsIndex(tuple(times), tuple(offsets), tuple(ordinals), last)
+    last = -1
+    if last_document:
+        try:
+            last = _ts_of(last_document, path, last_offset)
+        except OplogError as exc:
+            defect = defect or exc
+        else:
+            if times and last < times[-1]:  # planners end windows at ``last``: it must be last
+                defect = defect or _out_of_order(path, offsets[-1], times[-1], last_offset, last)
+    return TsIndex(tuple(times), tuple(offsets), tuple(ordinals), last, defect)
+
+
+def _out_of_order(path: str, before_at: int, before: int, at: int, time: int) -> OplogError:
+    return OplogError(
+        f"expected ts to increase in {path}: the entry at byte {at} "
+        f"(ts {_timestamp(time)}) is not after the one at byte {before_at} "
+        f"(ts {_timestamp(before)})"
+    )
 
 
 def _timestamp(key: int) -> Timestamp:

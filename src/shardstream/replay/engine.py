@@ -18,11 +18,12 @@ from shardstream.merger.raw.encoded_merge import merge_encoded
 from shardstream.oplog import InputFormat, read_oplog_file
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
+from shardstream.oplog.ts_order import in_ts_order
 from shardstream.replay.batch_pipe import write_all
 from shardstream.replay.shard_workers import WorkerPool, shard_batches
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, transform_oplog
+from shardstream.transform.event_bson import event_bson
 from shardstream.transform.raw.encoded_stream import encode_shard, quiet_collector
-from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.raw.pipeline import FastShardPipeline, fast_path_applies
 
@@ -115,8 +116,9 @@ def _event_batches(
         return
     if len(shards) == 1:
         path = shards[0][1]
-        pipeline = FastShardPipeline(options, name=path if path != "-" else "<stdin>")
-        for batch in encode_shard(read_raw_oplog_file(path), pipeline):
+        pipeline = FastShardPipeline(options, name=_source_name(path))
+        # A replica set's oplog, like a shard's, must increase in ts (see oplog.ts_order).
+        for batch in encode_shard(read_raw_oplog_file(path), pipeline, check_order=True):
             yield batch.events
         return
     merged_options = options.with_options(merged_by_router=True)
@@ -147,7 +149,9 @@ def reference_event_batches(
     """
     if len(shards) == 1:
         # closing(): an invalidate ends the stream early; the file must still close at once.
-        with closing(read_oplog_file(shards[0][1], input_format)) as entries:
+        path = shards[0][1]
+        where = f"shard {_source_name(path)!r}"  # as the fast path words it
+        with closing(in_ts_order(read_oplog_file(path, input_format), where)) as entries:
             batch: list[ChangeEvent] = []
             for event in transform_oplog(entries, options):
                 batch.append(event)
@@ -172,4 +176,9 @@ def reference_batches(
 ) -> Iterator[list[bytes]]:
     """The reference path's events as BSON, in batches."""
     for events in reference_event_batches(shards, input_format, options):
-        yield [encode_event_document(event.document) for event in events]
+        yield [event_bson(event) for event in events]  # the bytes the size check kept
+
+
+def _source_name(path: str) -> str:
+    """How a replica set's oplog file is named in messages."""
+    return path if path != "-" else "<stdin>"

@@ -33,7 +33,11 @@ def shard_batches(
 ) -> Generator[EncodedBatch, None, None]:
     """One shard of a merged replay, in this process."""
     pipeline = FastShardPipeline(
-        options, single_shard=False, history=FileOplogSource(name, path), name=name
+        options,
+        single_shard=False,
+        history=FileOplogSource(name, path),
+        name=name,
+        source=path,  # a corrupt entry is named by its file, as the reference's reader names it
     )
     return encode_shard(
         read_raw_oplog_file(path),

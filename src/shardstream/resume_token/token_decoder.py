@@ -38,6 +38,15 @@ def decode_token(token: ResumeToken | str) -> ResumeTokenData:
     """Decode a hex token (or just its ``_data`` string) with the server's checks."""
     if isinstance(token, str):
         token = ResumeToken(token)
+    if (
+        not isinstance(token, ResumeToken)
+        or not isinstance(token.data, str)
+        or not isinstance(token.type_bits, bytes | None)
+    ):
+        raise ResumeTokenError(
+            f"expected a resume token (_data hex string or ResumeToken), got "
+            f"{type(token).__name__} {token!r:.100}"
+        )
     if len(token.data) > 2 * MAX_TOKEN_BYTES:
         raise ResumeTokenError(
             f"invalid oversized resume token: expected at most {MAX_TOKEN_BYTES} bytes, "

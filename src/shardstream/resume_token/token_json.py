@@ -31,6 +31,7 @@ from shardstream.resume_token.bson_values import (
     _UndefinedType,
     millis_to_date,
 )
+from shardstream.resume_token.json_input import depth_problem
 from shardstream.resume_token.token_data import ResumeTokenData, TokenType
 
 JSON_OPTIONS: Final = json_util.CANONICAL_JSON_OPTIONS.with_options(
@@ -109,7 +110,16 @@ def dumps(value: Any) -> str:
 
 
 def loads(text: str) -> Any:
-    """Parse Extended JSON, keeping Symbol, Undefined and DBPointer distinct."""
+    """Parse Extended JSON, keeping Symbol, Undefined and DBPointer distinct.
+
+    Raises:
+        ValueError: (as ``json.loads``) the text is not JSON, or nests deeper than
+            ``json_input.MAX_JSON_DEPTH``; a malformed type wrapper can raise any of
+            ``json_input.EXTENDED_JSON_ERRORS``, which callers catch.
+    """
+    problem = depth_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
     return json.loads(text, object_pairs_hook=_object_pairs_hook)
 
 

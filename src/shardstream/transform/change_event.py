@@ -28,6 +28,8 @@ class ChangeEvent:
         fragment_of: for a fragment of a split event, the whole event's operationType
             (a fragment need not carry the field itself).
         shard: the shard the event came from, in a merged stream.
+        encoded: the event's BSON, kept by the size check that encoded it (see
+            ``event_bson.event_bson``); None until then.  The document is final by then.
     """
 
     document: dict[str, Any]
@@ -37,6 +39,7 @@ class ChangeEvent:
     raw_update: Any = None
     fragment_of: str | None = None
     shard: str | None = None
+    encoded: bytes | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any], fragment_of: str | None = None) -> ChangeEvent:

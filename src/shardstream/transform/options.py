@@ -93,12 +93,10 @@ class ChangeStreamOptions:
                 f"expected full_document_before_change in {FULL_DOCUMENT_BEFORE_CHANGE_MODES}, "
                 f"got {self.full_document_before_change!r}"
             )
-        if tuple(self.server_version) < OLDEST_SERVER_VERSION:
-            raise ConfigurationError(
-                f"expected server_version 6.0 or newer, got {self.server_version!r}"
-            )
-        if self.token_version not in (None, 1, 2):
+        _check_server_version(self.server_version)
+        if isinstance(self.token_version, bool) or self.token_version not in (None, 1, 2):
             raise ConfigurationError(f"expected token_version 1 or 2, got {self.token_version!r}")
+        _check_start_types(self)
         if self.resume_after is not None and self.resume_after.from_invalidate:
             # The server refuses this with InvalidResumeToken (260); startAfter is the way.
             raise ConfigurationError(
@@ -152,3 +150,40 @@ class ChangeStreamOptions:
     def with_options(self, **changes: Any) -> ChangeStreamOptions:
         """Return a copy with ``changes`` applied (validated again)."""
         return dataclasses.replace(self, **changes)
+
+
+def _check_server_version(version: Any) -> None:
+    # A release line we reproduce: behaviour after the newest one is unknown, and emulating
+    # it under another number would be a silent guess.
+    parts = tuple(version) if isinstance(version, tuple | list) else ()
+    if len(parts) != 2 or any(isinstance(p, bool) or not isinstance(p, int) for p in parts):
+        raise ConfigurationError(
+            f"expected server_version as (major, minor) integers, got {version!r:.60}"
+        )
+    if not OLDEST_SERVER_VERSION <= parts <= DEFAULT_SERVER_VERSION:
+        raise ConfigurationError(
+            f"expected server_version from {_dotted(OLDEST_SERVER_VERSION)} to "
+            f"{_dotted(DEFAULT_SERVER_VERSION)} (the releases reproduced), got {version!r}"
+        )
+
+
+def _dotted(version: tuple[int, int]) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _check_start_types(options: ChangeStreamOptions) -> None:
+    # Decoded values only: a token document or "T,I" text here would fail later, deep in
+    # the pipeline, with another library's error.
+    for name in ("resume_after", "start_after"):
+        value = getattr(options, name)
+        if value is not None and not isinstance(value, ResumeTokenData):
+            raise ConfigurationError(
+                f"expected {name} as decoded ResumeTokenData (decode_token_document), got "
+                f"{type(value).__name__} {value!r:.60}"
+            )
+    start = options.start_at_operation_time
+    if start is not None and not isinstance(start, Timestamp):
+        raise ConfigurationError(
+            f"expected start_at_operation_time as a bson Timestamp, got "
+            f"{type(start).__name__} {start!r:.60}"
+        )

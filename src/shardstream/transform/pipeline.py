@@ -14,6 +14,7 @@ from typing import Any
 from shardstream.errors import ConfigurationError, TransformError
 from shardstream.transform import fields as f
 from shardstream.transform.change_event import ChangeEvent
+from shardstream.transform.event_size_limit import check_event
 from shardstream.transform.lookup import DocumentLookup
 from shardstream.transform.options import ChangeStreamOptions
 from shardstream.transform.stages.add_post_image import AddPostImage
@@ -119,6 +120,10 @@ class ShardPipeline:
         for add_image in self._images:
             resumed = add_image(resumed)
         if not self._single_shard:
+            # A shard sends the event with its $sortKey metadata (event_size_limit). Events
+            # are not split here (split_large_events is emulated for one shard only), so
+            # every event is checked: never one the server would not send whole.
+            check_event(resumed, with_sort_key=True)
             return [resumed]
         present = self._ensure_token(resumed)
         if present is None:
@@ -129,6 +134,7 @@ class ShardPipeline:
             # 10. The final $match that hides expanded events when they were not asked for.
             return []
         if self._split is None:
+            check_event(present, with_sort_key=False)
             return [present]
         return self._split_event(present)
 
@@ -152,6 +158,8 @@ def transform_oplog(
 
     Stops after an invalidate.  Raises TransformError for an entry the server
     would fail on, and ResumeTokenNotFound when a resumed stream misses its token.
+    The entries are taken in the order given, as the server's stages take them: an
+    oplog's own order rule is checked by its readers (:mod:`shardstream.oplog.ts_order`).
     """
     pipeline = ShardPipeline(options, history=history, lookup=lookup)
     for entry in entries:

@@ -28,6 +28,7 @@ from shardstream.errors import MergeError
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.merger.shard_promise import PromisingReader, ShardPromise
 from shardstream.merger.shard_reader import ShardBatch
+from shardstream.oplog.corrupt_entry import entry_ts
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogSource
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
@@ -72,7 +73,8 @@ class FastShardReader(PromisingReader):
         floor = self._promise.source_promise
         self._promise.check_source_promise(batch.promise)
         if entries:
-            self._promise.check_first_entry(entries[0].get("ts"))
+            # From the bytes: a damaged entry is the pipeline's to report (corrupt_entry).
+            self._promise.check_first_entry(entry_ts(_raw(entries[0])))
         events: list[ChangeEvent] = []
         pipeline = self._pipeline
         if entries and not pipeline.closed:

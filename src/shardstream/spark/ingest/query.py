@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
+from shardstream.oplog.redaction import redacted_repr
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
 from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
@@ -83,6 +84,10 @@ class IngestSettings:
     def __post_init__(self) -> None:
         if self.snapshot:
             check_snapshot_options(self.source_options)
+
+    def __repr__(self) -> str:
+        # source_options holds the live source's uri: the generated repr would print it.
+        return redacted_repr(self)
 
     @property
     def checkpoint_path(self) -> Path:

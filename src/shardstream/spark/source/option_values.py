@@ -10,15 +10,16 @@ that fails that way fails again on every restart.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Final
 
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError, ResumeTokenError
-from shardstream.resume_token import ResumeTokenData, decode_token, decode_token_document
+from shardstream.resume_token import ResumeTokenData, decode_token
+from shardstream.resume_token.json_input import EXTENDED_JSON_ERRORS
 from shardstream.resume_token.token_json import loads
+from shardstream.resume_token.token_text import parse_token_text
 from shardstream.spark.source.offsets import token_of_text
 
 _SIZE: Final = re.compile(r"(\d+)([kmg]?)b?")
@@ -91,7 +92,7 @@ def timestamp_value(name: str, text: str | None) -> Timestamp | None:
     if text.lstrip().startswith("{"):
         try:
             value = loads(text)
-        except (ValueError, TypeError):
+        except EXTENDED_JSON_ERRORS:
             value = None
         if isinstance(value, Timestamp):
             return value
@@ -115,20 +116,13 @@ def token_value(name: str, text: str | None) -> ResumeTokenData | None:
     """
     if text is None:
         return None
-    if text.lstrip().startswith("{"):
-        try:
-            document = loads(text)
-        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
-            raise ResumeTokenError(
-                f"expected {name} as a token document in Extended JSON or _data hex, "
-                f"got {text!r:.120}"
-            ) from exc
-        return decode_token_document(document)
+    if not text.strip() or text.lstrip().startswith("{"):
+        return parse_token_text(text, name)  # the CLI's parser: the same verdict everywhere
     try:
         return decode_token(token_of_text(text.strip()))
     except ValueError as exc:  # the type bits after ':' are not hex
         if isinstance(exc, ResumeTokenError):
-            raise
+            raise ResumeTokenError(f"{name}: {exc}") from exc  # as parse_token_text says it
         raise ResumeTokenError(
             f"expected {name} as _data hex, optionally followed by ':' and the _typeBits "
             f"hex, got {text!r:.120}"

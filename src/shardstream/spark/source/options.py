@@ -19,6 +19,7 @@ from shardstream.errors import ConfigurationError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.oplog.file_reader import InputFormat
 from shardstream.oplog.redaction import redact_uri
+from shardstream.resume_token.json_input import EXTENDED_JSON_ERRORS
 from shardstream.resume_token.token_json import loads
 from shardstream.sim import SimulationConfig
 from shardstream.spark.source.option_values import (
@@ -280,7 +281,7 @@ def _pipeline(text: str | None) -> tuple[Mapping[str, Any], ...]:
         return ()
     try:
         stages = loads(text)
-    except (ValueError, TypeError) as exc:
+    except EXTENDED_JSON_ERRORS as exc:  # a bad $oid, an overflowing $date... too
         raise ConfigurationError(
             f"expected pipeline as an Extended JSON array of $match stages, got {text!r:.120}"
         ) from exc

@@ -17,6 +17,7 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.oplog import corrupt_entry
 from shardstream.oplog.source import OplogBatch, OplogSource
 from shardstream.transform.raw.oplog_entry import elements
 
@@ -71,7 +72,8 @@ class PositionedSource:
                     f"longer be in the oplog: shard {self.name!r} starts at {first!r}, after "
                     f"the stream's start {self._start!r} (server error 286)"
                 )
-        kept = [entry for entry in entries if entry_ts(entry) >= self._start]
+        # An entry without a readable Timestamp ts is kept: the pipeline refuses it, naming it.
+        kept = [entry for entry in entries if not _before(entry_ts(entry), self._start)]
         self._positioned = bool(kept) or batch.exhausted
         # A batch wholly before the start still reports its promise: it only moves forward.
         return OplogBatch(kept, batch.promise, batch.exhausted)
@@ -86,13 +88,24 @@ class PositionedSource:
 
 
 def entry_ts(entry: Mapping[str, Any]) -> Any:
-    """An entry's ``ts``: from a raw entry's bytes without decoding the rest of it."""
+    """An entry's ``ts``: from a raw entry's bytes without decoding the rest of it.
+
+    None when a raw entry's top level cannot be framed (a corrupt entry: the pipeline's
+    decode reports it, with the file and offset, rather than this read).
+    """
     if not isinstance(entry, RawBSONDocument):
         return entry.get("ts")
     raw = entry.raw if isinstance(entry.raw, bytes) else bytes(entry.raw)
-    for kind, name, start, _end in elements(raw, 0) or ():
+    found = elements(raw, 0)
+    if found is None:
+        return corrupt_entry.entry_ts(raw)  # the ts if the elements before it can be framed
+    for kind, name, start, _end in found:
         if name == b"ts" and kind == _TIMESTAMP:
             inc = int.from_bytes(raw[start : start + 4], "little")
             time = int.from_bytes(raw[start + 4 : start + 8], "little")
             return Timestamp(time, inc)
-    return entry.get("ts")  # malformed or no ts: as a decoding reader would see it
+    return None  # no Timestamp ts: the pipeline reports it
+
+
+def _before(ts: Any, start: Timestamp) -> bool:
+    return isinstance(ts, Timestamp) and ts < start

@@ -70,10 +70,17 @@ def plan_window(
         max_bytes: about how many bytes of entries it should hold (None: no cap).
     """
     indexes = [ts_index(path) for _, path in spec.oplog_paths]
+    defects = [index.defect for index in indexes if index.defect is not None]
     begin = _window_start(spec, start.watermark, indexes)
     if begin is None:
+        if defects:
+            raise defects[0]  # no entry before it: nothing else can be reported first
         return start  # every file is empty
     end = max(index.last for index in indexes) + _TICK  # just past the last entry
+    if defects:
+        # The data runs on past a defect the index stopped at: the window runs to the files'
+        # end, so the tasks' readers meet it in its place, after any earlier entry's error.
+        end = _NO_END - 1  # the last cluster time there is
     if bound is not None:
         end = min(end, ts_key(decode_token(token_of_text(bound.stop_before)).cluster_time))
     if max_events is not None or max_bytes is not None:

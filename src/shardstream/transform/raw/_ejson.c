@@ -8,7 +8,10 @@
  */
 #include "_ejson.h"
 
-#define MAX_DEPTH 100
+/* Events nest no deeper than the entries they come from (bson_depth.MAX_NESTING, 200 below the
+ * top), which every path checks; one level of margin, and deeper bytes go to the walker, which
+ * refuses them with an OplogError. */
+#define MAX_DEPTH 201
 
 static int grow(Out *o, Py_ssize_t need) {
     if (o->len + need <= o->cap) return 0;
@@ -378,6 +381,9 @@ static PyMethodDef methods[] = {
      "dumps(raw, relaxed, /): Extended JSON of one BSON document, or None (the walker's case)."},
     {"event_fields", event_fields, METH_VARARGS,
      "event_fields(raw, relaxed, /): a change event's row fields, or None (the Python reader's case)."},
+    {"valid_entry", (PyCFunction)(void (*)(void))valid_entry, METH_FASTCALL,
+     "valid_entry(raw, max_nesting=200, /): whether the fast path may copy this BSON as it is "
+     "(else: not sure)."},
     {NULL, NULL, 0, NULL},
 };
 

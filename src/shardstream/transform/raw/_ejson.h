@@ -1,5 +1,6 @@
-/* What the two halves of the _ejson module share: _ejson.c writes Extended JSON from BSON,
- * _event_fields.c reads a change event's top level and writes its documents with it. */
+/* What the parts of the _ejson module share: _ejson.c writes Extended JSON from BSON,
+ * _event_fields.c reads a change event's top level and writes its documents with it,
+ * _bson_check.c judges an oplog entry's bytes for the fast path. */
 #ifndef SHARDSTREAM_EJSON_H
 #define SHARDSTREAM_EJSON_H
 
@@ -34,5 +35,8 @@ int put_document(Out *o, const unsigned char *raw, Py_ssize_t len, Py_ssize_t st
                  int is_array, int top, int depth, Py_ssize_t *next);
 
 PyObject *event_fields(PyObject *self, PyObject *args);
+
+/* _bson_check.c: whether an oplog entry's bytes may be copied as they are (see bson_check.py). */
+PyObject *valid_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -7,3 +7,6 @@ def dumps(raw: bytes | bytearray | memoryview, relaxed: bool, /) -> str | None: 
 def event_fields(
     raw: bytes | bytearray | memoryview, relaxed: bool, /
 ) -> tuple[Any, ...] | None: ...
+
+# Whether an oplog entry's bytes may be copied as they are (see _bson_check.c, bson_check.py).
+def valid_entry(raw: bytes | bytearray | memoryview, max_nesting: int = 200, /) -> bool: ...

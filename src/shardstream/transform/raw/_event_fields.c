@@ -18,8 +18,9 @@
  * One leniency, on purpose: the walk frames every field but validates only those it returns,
  * where RawBSONDocument decodes the whole top level. A field it skips holding invalid UTF-8,
  * a bool byte above 1 or a malformed code-with-scope makes the Python reader raise but not
- * this one. The events come from the project's own writer (transform/raw), which copies
- * them from the oplog entries it was given; this walk does not check those bytes again.
+ * this one. The events come from the project's own writers: the reference path's encoder, or
+ * the fast path, which copies only bytes _bson_check.c has vouched for (valid, and nested
+ * within the server's limit); this walk does not check those bytes again.
  */
 #include "_ejson.h"
 

@@ -20,23 +20,19 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import bson
-from bson.binary import UuidRepresentation
-from bson.codec_options import CodecOptions
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.resume_token import encode_token, event_token_data
-from shardstream.transform.field_list import FieldList
+from shardstream.transform.event_bson import EVENT_CODEC_OPTIONS as EVENT_CODEC_OPTIONS
+from shardstream.transform.event_bson import encodable_description
+from shardstream.transform.event_bson import encode_event_document as encode_event_document
 from shardstream.transform.stages.ddl_description import namespace_field, split_namespace
 from shardstream.transform.update.update_description import parse_update_diff
 
 _INT32: Final = struct.Struct("<i")
 _pack_int32: Final = _INT32.pack
 _hexlify: Final = binascii.hexlify
-# uuid.UUID values (in some DDL events) encode as BinData subtype 4, as the server sends them.
-EVENT_CODEC_OPTIONS: Final[CodecOptions[dict[str, Any]]] = CodecOptions(
-    uuid_representation=UuidRepresentation.STANDARD
-)
 
 _ID_FIELD: Final = b"\x03_id\x00"
 _DATA_FIELD: Final = b"\x02_data\x00"
@@ -224,30 +220,4 @@ def update_description_element(diff: Mapping[str, Any]) -> bytes:
         TransformError: the diff is malformed.
     """
     description = parse_update_diff(diff, with_disambiguated_paths=False)
-    return _document_element("updateDescription", _encodable(description))
-
-
-def encode_event_document(document: Mapping[str, Any]) -> bytes:
-    """The reference BSON of an event document, in its field order, repeated names kept.
-
-    pymongo's encoder moves ``_id`` to the front of a top-level document, but events
-    put ``txnNumber``, ``lsid``, ``to`` and the like before it; so the event is encoded
-    as the value of a wrapper field (nested documents keep their order) and cut out.
-    A :class:`FieldList` only ever sits directly in ``updateDescription``
-    (``updatedFields``, ``disambiguatedPaths``); pymongo's encoder would repeat the
-    first value of a repeated name, so those are encoded pair by pair.
-    """
-    description = document.get("updateDescription")
-    if isinstance(description, Mapping) and any(
-        isinstance(part, FieldList) for part in description.values()
-    ):
-        document = {**document, "updateDescription": _encodable(description)}
-    wrapped = bson.encode({"e": document}, codec_options=EVENT_CODEC_OPTIONS)
-    return wrapped[7:-1]  # int32 length, 0x03 "e" NUL ... the event ... NUL
-
-
-def _encodable(description: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        name: part.to_raw_bson() if isinstance(part, FieldList) else part
-        for name, part in description.items()
-    }
+    return _document_element("updateDescription", encodable_description(description))

@@ -13,7 +13,14 @@ its type byte. Decoding quirks json_util's output depends on are kept:
 
 One difference, on purpose: a field name repeated inside one document (the server's
 ``updatedFields`` can hold one) is written twice, as the bytes hold it, where a decoded
-dict would keep one pair. Invalid BSON raises :class:`ValueError` naming what was expected.
+dict would keep one pair.
+
+The events reaching it are valid and nested at most :data:`MAX_EVENT_NESTING` levels: the
+fast path copies only bytes ``bson_check`` vouches for, the reference path writes what it
+decoded, and every path refuses an entry nested deeper than the server allows
+(:mod:`shardstream.oplog.bson_depth`). Should invalid or deeper bytes reach it anyway, it
+raises an :class:`OplogError` naming what was expected, never a ``ValueError`` or a
+``RecursionError``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from typing import Final
 
 from bson.decimal128 import Decimal128
 
+from shardstream.errors import OplogError
+from shardstream.oplog.bson_depth import MAX_NESTING
+
 try:
     from shardstream.transform.raw._ejson import dumps as _compiled
 except ImportError:  # installed without a C compiler: the walker writes everything
@@ -41,6 +51,9 @@ _quote: Final[Callable[[str], str]] = encode_basestring_ascii
 _EPOCH: Final = datetime.datetime(1970, 1, 1)
 _MAX_ISO_MS: Final = 253402300799999  # 9999-12-31T23:59:59.999Z, json_util's _MAX_UTC_MS
 _REGEX_FLAGS: Final = "ilmsux"  # json_util writes the flags it knows, in this order
+# An event nests like the entry it comes from, or less (fullDocument sits where o sat); one
+# level of margin. Also the compiled writer's MAX_DEPTH. Two Python frames per level.
+MAX_EVENT_NESTING: Final = MAX_NESTING + 1
 
 
 def bson_to_json(raw: bytes, *, relaxed: bool = False) -> str:
@@ -56,7 +69,8 @@ def bson_to_json(raw: bytes, *, relaxed: bool = False) -> str:
     subdocument, Decimal128, malformed bytes) is written by :func:`walk_bson_to_json`.
 
     Raises:
-        ValueError: ``raw`` is not one well-formed BSON document.
+        OplogError: ``raw`` is not one well-formed BSON document, or nests deeper than
+            :data:`MAX_EVENT_NESTING`.
     """
     if _compiled is not None:
         text = _compiled(raw, relaxed)
@@ -69,26 +83,30 @@ def walk_bson_to_json(raw: bytes, *, relaxed: bool = False) -> str:
     """:func:`bson_to_json` in Python alone: the reference the compiled writer follows."""
     out: list[str] = []
     try:
-        end = _document(raw, 0, out, relaxed, False, True)
-    except (IndexError, struct.error, UnicodeDecodeError) as exc:
-        raise ValueError(
-            f"expected a well-formed BSON document, got bytes that fail: {exc}"
+        end = _document(raw, 0, out, relaxed, False, True, 0)
+    except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise OplogError(
+            f"expected an event of well-formed BSON for Extended JSON, got bytes that fail: {exc}"
         ) from exc
     if end != len(raw):
-        raise ValueError(f"expected one BSON document of {len(raw)} bytes, its length says {end}")
+        raise OplogError(f"expected one BSON document of {len(raw)} bytes, its length says {end}")
     return "".join(out)
 
 
 def _document(
-    raw: bytes, start: int, out: list[str], relaxed: bool, is_array: bool, top: bool
+    raw: bytes, start: int, out: list[str], relaxed: bool, is_array: bool, top: bool, depth: int
 ) -> int:
-    """Write the document (or array) at ``start``; return the offset just past it."""
+    """Write the document (or array) at ``start``, ``depth`` levels down; return its end."""
+    if depth > MAX_EVENT_NESTING:
+        raise ValueError(
+            f"expected at most {MAX_EVENT_NESTING} levels of nested documents, got more"
+        )
     size: int = _I32(raw, start)[0]
     end = start + size - 1
     if size < 5 or end >= len(raw) or raw[end] != 0:
         raise ValueError(f"expected a BSON document of {size} bytes ending in NUL at {start}")
     if not top and not is_array and raw.find(b"$ref\x00", start, end) >= 0:
-        _dbref_or_document(raw, start, end, out, relaxed)
+        _dbref_or_document(raw, start, end, out, relaxed, depth)
         return end + 1
     out.append("[" if is_array else "{")
     pos = start + 4
@@ -98,7 +116,7 @@ def _document(
         stop = raw.index(0, pos + 1)
         if not is_array:
             out.append(_quote(raw[pos + 1 : stop].decode()) + ": ")
-        pos = _value(raw, raw[pos], stop + 1, out, relaxed)
+        pos = _value(raw, raw[pos], stop + 1, out, relaxed, depth)
     if pos != end:
         raise ValueError(
             f"expected the document at {start} to end at {end}, its fields end at {pos}"
@@ -107,7 +125,7 @@ def _document(
     return end + 1
 
 
-def _value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool) -> int:
+def _value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool, depth: int) -> int:
     """Write one value of BSON type ``kind`` at ``pos``; return the offset past it."""
     if kind == 0x02 or kind == 0x0E:  # string, symbol (pymongo decodes a symbol to str)
         n: int = _I32(raw, pos)[0]
@@ -118,7 +136,7 @@ def _value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool) -> in
         out.append(str(value) if relaxed else f'{{"$numberInt": "{value}"}}')
         return pos + 4
     if kind == 0x03 or kind == 0x04:  # document, array
-        return _document(raw, pos, out, relaxed, kind == 0x04, False)
+        return _document(raw, pos, out, relaxed, kind == 0x04, False, depth + 1)
     if kind == 0x01:
         out.append(_double(_F64(raw, pos)[0], relaxed))
         return pos + 8
@@ -141,10 +159,10 @@ def _value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool) -> in
     if kind == 0x0A or kind == 0x06:  # null, undefined (pymongo decodes both to None)
         out.append("null")
         return pos
-    return _rare_value(raw, kind, pos, out, relaxed)
+    return _rare_value(raw, kind, pos, out, relaxed, depth)
 
 
-def _rare_value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool) -> int:
+def _rare_value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool, depth: int) -> int:
     if kind == 0x11:  # timestamp: increment, then time
         inc, time = _U32_PAIR(raw, pos)
         out.append(f'{{"$timestamp": {{"t": {time}, "i": {inc}}}}}')
@@ -169,7 +187,7 @@ def _rare_value(raw: bytes, kind: int, pos: int, out: list[str], relaxed: bool) 
     if kind == 0x0F:  # code with scope: total size, code string, scope document
         n = _I32(raw, pos + 4)[0]
         out.append(f'{{"$code": {_quote(raw[pos + 8 : pos + 7 + n].decode())}, "$scope": ')
-        end = _document(raw, pos + 8 + n, out, relaxed, False, False)
+        end = _document(raw, pos + 8 + n, out, relaxed, False, False, depth + 1)
         out.append("}")
         return end
     if kind == 0x0C:  # DBPointer: namespace string + ObjectId, decoded as a DBRef
@@ -218,7 +236,9 @@ def _binary(raw: bytes, pos: int, out: list[str]) -> int:
     return pos + 5 + n
 
 
-def _dbref_or_document(raw: bytes, start: int, end: int, out: list[str], relaxed: bool) -> None:
+def _dbref_or_document(
+    raw: bytes, start: int, end: int, out: list[str], relaxed: bool, depth: int
+) -> None:
     """A subdocument holding ``$ref``: a DBRef's field order if pymongo would decode one."""
     fields: dict[str, tuple[int, str]] = {}  # name -> (type byte, written value)
     order: list[tuple[str, str]] = []
@@ -228,7 +248,7 @@ def _dbref_or_document(raw: bytes, start: int, end: int, out: list[str], relaxed
         stop = raw.index(0, pos + 1)
         name = raw[pos + 1 : stop].decode()
         written: list[str] = []
-        pos = _value(raw, kind, stop + 1, written, relaxed)
+        pos = _value(raw, kind, stop + 1, written, relaxed, depth)
         value = "".join(written)
         fields[name] = (kind, value)
         order.append((name, value))

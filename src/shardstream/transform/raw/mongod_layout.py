@@ -8,6 +8,10 @@ prevOpTime, ts, t, v, wall.  Those layouts are matched here with one regex each
 needs only ``o``'s length prefix and one regex over its fixed-size tail.  A head can only be
 equal if its ns length field agrees with its length, so a hit proves what the whole match
 would have.  This is the hot loop of the fast path: per entry it is a handful of C calls.
+
+Bytes are copied only once ``bson_check`` vouches for them: the whole entry on a full match
+(so only checked heads are cached), and then, for an entry whose head is cached, its ``o``
+alone -- the fixed-size tail after it holds fixed, valid fields.  Else -1: the reference path.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from shardstream.oplog.bson_depth import MAX_NESTING
+from shardstream.transform.raw.bson_check import valid_entry
 from shardstream.transform.raw.event_templates import (
     COMMAND,
     DELETE,
@@ -46,6 +52,7 @@ _SHORTEST_CRUD: Final = 120  # below any entry of that layout; keeps the int32 r
 _OBJECT_FIELD: Final = b"\x03o\x00"
 _O2_FIELD: Final = b"\x03o2\x00"
 _KEYED_TAIL_SIZE: Final = 75  # o2 = {_id: ObjectId} (4 + 22), ts, t, v, wall, final NUL (49)
+_O_NESTING: Final = MAX_NESTING - 1  # o sits one level below the entry's top
 
 
 def mongod_layout_events(
@@ -59,6 +66,8 @@ def mongod_layout_events(
     if len(doc) < 13:
         return NOT_LAID_OUT
     if doc[4] == 0x03:  # a session's lsid first: a transaction, or a retryable write
+        if not valid_entry(doc):
+            return -1
         return laid_out_transaction_events(doc, templates, start, keys, events)
     op = doc[12]  # the op character, if op is the first field
     description = b""
@@ -84,13 +93,17 @@ def mongod_layout_events(
                 return NOT_LAID_OUT
             key, ts_value, wall_value = match.groups()
             o = doc[head_end:o_end]
-            if o[-1]:
+            # The head was checked with its namespace's first entry, and the tail's fields are
+            # fixed: o is what is left to vouch for (before the start or not: one verdict).
+            if o[-1] or not valid_entry(o, _O_NESTING):
                 return -1
     elif op in _KEYED_WRITES:
         # Without an o2 (an insert before 6.0 writes none) the match fails only after its
         # o group has backtracked over the whole document: ~3 ms for a 400 KB one.
         if doc.find(_O2_FIELD, 4) < 0:
             return NOT_LAID_OUT
+        if not valid_entry(doc):  # whole: its head is cached below for later entries
+            return -1
         match = KEYED_WRITE_LAYOUT.fullmatch(doc, 4)
         if match is None:
             return NOT_LAID_OUT
@@ -99,6 +112,8 @@ def mongod_layout_events(
             return -1
         template = _template_of(templates, run)
     elif op == DELETE:
+        if not valid_entry(doc):
+            return -1
         match = DELETE_LAYOUT.fullmatch(doc, 4)
         if match is None:
             return NOT_LAID_OUT
@@ -106,6 +121,8 @@ def mongod_layout_events(
         o = key
         template = _template_of(templates, run)
     elif op == NOOP:
+        if not valid_entry(doc):  # no event, but the reference decodes it: one verdict
+            return -1
         match = NOOP_LAYOUT.fullmatch(doc, 4)
         if match is None:
             return NOT_LAID_OUT
@@ -117,6 +134,8 @@ def mongod_layout_events(
         return _read_uint64(ts_value)[0]  # type: ignore[no-any-return]
     else:
         if op == COMMAND:  # a transaction without a session's fields
+            if not valid_entry(doc):
+                return -1
             return laid_out_transaction_events(doc, templates, start, keys, events)
         return NOT_LAID_OUT
     ts: int = _read_uint64(ts_value)[0]

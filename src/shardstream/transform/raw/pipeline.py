@@ -14,21 +14,23 @@ what the reference path alone would produce.  Tests compare both byte for byte.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
-import bson
-from bson.errors import BSONError
 from bson.timestamp import Timestamp
 
 from shardstream.errors import OplogError, ShardstreamError
+from shardstream.oplog.corrupt_entry import decode_entry
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
+from shardstream.oplog.ts_order import missing_ts_error
 from shardstream.transform import fields as f
 from shardstream.transform.change_event import ChangeEvent
+from shardstream.transform.event_bson import event_bson
+from shardstream.transform.event_size_limit import check_written_events
 from shardstream.transform.options import ChangeStreamOptions
 from shardstream.transform.pipeline import ShardPipeline
 from shardstream.transform.raw.any_layout import any_layout_events
+from shardstream.transform.raw.bson_check import valid_entry
 from shardstream.transform.raw.event_templates import EventTemplates
-from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.mongod_layout import mongod_layout_events
 from shardstream.transform.raw.oplog_entry import scan_entry
 from shardstream.transform.raw.transaction_events import NOT_LAID_OUT
@@ -68,6 +70,8 @@ class FastShardPipeline:
             expanded) are applied here so that events can stay encoded through the merge.
         history: older transaction entries, for the reference path.
         name: the source's name, for error messages.
+        source: where the entries are read from (a file's path), for a corrupt entry's
+            message, as the file reader names it; None: ``name``.
     """
 
     def __init__(
@@ -77,10 +81,12 @@ class FastShardPipeline:
         single_shard: bool = True,
         history: TransactionHistory | None = None,
         name: str = "<oplog>",
+        source: str | None = None,
     ) -> None:
         self.reference = ShardPipeline(options, history=history, single_shard=single_shard)
         self.enabled = fast_path_applies(options)
         self.name = name
+        self.source = source
         self._options = options
         self._single_shard = single_shard
         self._templates = EventTemplates(options)
@@ -100,6 +106,7 @@ class FastShardPipeline:
         # enabled and not closed, read per entry as one attribute: closing only ever
         # happens on the reference path, which clears it.
         self._fast = self.enabled
+        self._ts_checked = False  # this batch's entries must each have a Timestamp ts
 
     @property
     def closed(self) -> bool:
@@ -161,6 +168,8 @@ class FastShardPipeline:
         start = self._start
         check = last is not None
         previous = last if last is not None else -1
+        self._ts_checked = check
+        first_event = len(events)
         try:
             for doc in docs:
                 if self._fast:
@@ -181,19 +190,34 @@ class FastShardPipeline:
                         )
                     previous = ts
             else:
+                self._check_sizes(events, keys, first_event)
                 self._entries += len(docs)
                 self._offset += sum(map(len, docs))
                 return ts
         except ShardstreamError:
             self._entries += _index_of(docs, doc) + 1  # up to the entry that failed
+            # An event too large, written before the failing entry, fails the stream first.
+            self._check_sizes(events, keys, first_event)
             raise
         # Closed by an invalidate: the rest of the batch is never read.
+        self._check_sizes(events, keys, first_event)
         self._entries += _index_of(docs, doc)
         return ts
 
+    def _check_sizes(self, events: list[bytes], keys: list[bytes], start: int) -> None:
+        """Fail on an event from ``start`` on that the server could not serialize.
+
+        A shard's half of a merged stream counts each event's ``$sortKey`` (its key).
+        """
+        check_written_events(events, None if self._single_shard else keys, start)
+
     def _other(self, doc: bytes, ts: int, keys: list[bytes], events: list[bytes]) -> int:
-        """An entry mongod_layout_events did not write: any layout, or the reference."""
-        if ts == _OTHER_LAYOUT:
+        """An entry mongod_layout_events did not write: any layout, or the reference.
+
+        Bytes the fast path cannot vouch for (``bson_check``) take the reference path, whose
+        decode gives the verdict: one verdict per entry, whatever its layout.
+        """
+        if ts == _OTHER_LAYOUT and valid_entry(doc):
             slots = scan_entry(doc)
             ts = (
                 any_layout_events(doc, slots, self._templates, self._start, keys, events)
@@ -211,13 +235,17 @@ class FastShardPipeline:
             self._fast = False
         return ts
 
+    def _where(self, doc: bytes) -> tuple[str, int]:
+        """(the source's name, the file offset of ``doc``) for an error message."""
+        batch = self._batch
+        offset = self._offset + sum(map(len, batch[: _index_of(batch, doc)]))
+        return self.source or self.name, offset
+
     def _reference(self, doc: bytes, keys: list[bytes], events: list[bytes]) -> int:
-        try:
-            entry: dict[str, Any] = bson.decode(doc, codec_options=OPLOG_CODEC_OPTIONS)
-        except (BSONError, ValueError, OverflowError) as exc:
-            batch = self._batch
-            offset = self._offset + sum(map(len, batch[: _index_of(batch, doc)]))
-            raise OplogError(f"corrupt BSON entry in {self.name} at byte {offset}: {exc}") from exc
+        entry = decode_entry(doc, OPLOG_CODEC_OPTIONS, lambda: self._where(doc))
+        if self._ts_checked and not isinstance(entry.get("ts"), Timestamp):
+            # One oplog's rule (oplog.ts_order), before the transform sees the entry.
+            raise missing_ts_error(f"shard {self.name!r}", entry.get("ts"))
         for event in self.reference.process(entry):
             kind = event.operation_type
             if not self._single_shard:
@@ -236,7 +264,7 @@ class FastShardPipeline:
             if kind == f.INVALIDATE:
                 self.invalidate_key = key
             keys.append(key)
-            events.append(encode_event_document(event.document))
+            events.append(event_bson(event))  # the bytes the reference's size check kept
         ts = entry.get("ts")
         return ts_key(ts) if isinstance(ts, Timestamp) else -1
 

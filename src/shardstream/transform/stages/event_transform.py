@@ -9,13 +9,9 @@ Payload documents are copied as they are, never re-ordered or re-typed.
 
 from __future__ import annotations
 
-import datetime
-import uuid as uuid_module
 from collections.abc import Mapping
 from typing import Any, Final
 
-from bson.binary import Binary
-from bson.datetime_ms import DatetimeMS
 from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
@@ -30,6 +26,13 @@ from shardstream.transform.stages.ddl_description import (
     describe_noop,
     namespace_field,
     split_namespace,
+)
+from shardstream.transform.stages.entry_fields import (
+    WRONG_TYPE,
+    as_uuid,
+    check_op,
+    document_field,
+    wall_time,
 )
 from shardstream.transform.stages.legacy_formats import new_shard_event_name
 from shardstream.transform.stages.view_event import VIEWS_COLLECTION, view_event
@@ -80,8 +83,12 @@ class EventTransform:
             if not isinstance(ts, Timestamp):
                 raise TransformError(f"expected ts to be a Timestamp, got {ts!r:.60}")
             namespace = entry.get("ns")
-            if not isinstance(namespace, str):
-                raise TransformError(f"expected ns to be a string, got {namespace!r:.100}")
+            if type(namespace) is not str:  # not bson.code.Code, a str subclass
+                # server: applyTransformation's checkValueType(ns, String) uasserts 40532.
+                raise TransformError(
+                    f"expected ns to be a string, got {namespace!r:.100}", code=WRONG_TYPE
+                )
+            check_op(entry.get("op"))
             if not self._single_collection and namespace.partition(".")[2] == VIEWS_COLLECTION:
                 return view_event(entry, ts, self._token_data, with_ns_type=self._ns_type)
             return self._default_event(entry, ts, namespace)
@@ -111,18 +118,18 @@ class EventTransform:
         has_ns = True
         if op == "i":
             operation_type = f.INSERT
-            full_document = _document(entry, "o")
+            full_document = document_field(entry, "o")
             document_key = entry.get("o2")
             if document_key is None:
                 document_key = {"_id": full_document.get("_id")}
         elif op == "d":
             operation_type = f.DELETE
-            document_key = _document(entry, "o")
+            document_key = document_field(entry, "o")
         elif op == "u":
             operation_type, full_document, update_description = self._update(entry)
             document_key = entry.get("o2")
         elif op == "c":
-            ddl = describe_command(db, _document(entry, "o"), entry.get("o2"))
+            ddl = describe_command(db, document_field(entry, "o"), entry.get("o2"))
             operation_type, description, state_before_change = self._apply_ddl(ddl, leading)
             db, coll = ddl.db or db, ddl.coll
             if operation_type == f.CREATE and self._options.show_expanded_events:
@@ -136,8 +143,8 @@ class EventTransform:
             )
             operation_type, description, state_before_change = self._apply_ddl(ddl, leading)
             has_ns = ddl.db is not None
-        else:
-            raise TransformError(f"expected op to be one of i, u, d, c, n, got {op!r:.40}")
+        else:  # check_op let only the five op types through
+            raise AssertionError(op)
         ui = entry.get("ui")
         if ui is None and operation_type not in _OPS_WITHOUT_UUID:
             raise TransformError(
@@ -161,7 +168,7 @@ class EventTransform:
             event[f.COMMIT_TIMESTAMP] = entry[f.COMMIT_TIMESTAMP]
         if self._options.show_expanded_events and ui is not None:
             event[f.COLLECTION_UUID] = ui
-        event[f.WALL_TIME] = _wall_time(entry)
+        event[f.WALL_TIME] = wall_time(entry)
         if full_document is not None:
             event[f.FULL_DOCUMENT] = full_document
         elif self._post_image_slot and operation_type == f.UPDATE:
@@ -201,13 +208,15 @@ class EventTransform:
         return ddl.operation_type, ddl.description, ddl.state_before_change
 
     def _update(self, entry: Mapping[str, Any]) -> tuple[str, Any, Any]:
-        o = _document(entry, "o")
+        o = document_field(entry, "o")
         version = o.get("$v")
         # Value::getInt() reads an int32 (an int64's low word); a double 2.0 is not 2.
         if type(version) in (int, Int64) and version == 2:
             diff = o.get("diff")
             if not isinstance(diff, Mapping):
-                raise TransformError(f"expected o.diff to be a document, got {diff!r:.100}")
+                raise TransformError(  # server: checkValueType(o.diff, Object)
+                    f"expected o.diff to be a document, got {diff!r:.100}", code=WRONG_TYPE
+                )
             if self._options.show_raw_update_description:
                 return f.UPDATE, None, raw_update_description(o)
             description = parse_update_diff(
@@ -245,41 +254,7 @@ class EventTransform:
             operation_type=operation_type,
             version=self.token_version_at(ts, txn_op_index),
             txn_op_index=txn_op_index,
-            uuid=_as_uuid(ui),
+            uuid=as_uuid(ui),
             document_key=document_key,
             operation_description=description,
         )
-
-
-def _document(entry: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = entry.get(name)
-    if not isinstance(value, Mapping):
-        raise TransformError(f"expected {name} to be a document, got {value!r:.100}")
-    return value
-
-
-def _wall_time(entry: Mapping[str, Any]) -> Any:
-    wall = entry.get("wall")
-    if not isinstance(wall, datetime.datetime | DatetimeMS):
-        raise TransformError(f"expected wall to be a Date, got {wall!r:.60}")
-    return wall
-
-
-_UUID_CACHE: dict[bytes, uuid_module.UUID] = {}
-_UUID_CACHE_LIMIT = 10_000  # collection UUIDs repeat: a few per collection
-
-
-def _as_uuid(ui: Any) -> uuid_module.UUID | None:
-    if ui is None:
-        return None
-    if isinstance(ui, uuid_module.UUID):
-        return ui
-    if isinstance(ui, Binary) and ui.subtype == 4 and len(ui) == 16:
-        raw = bytes(ui)
-        cached = _UUID_CACHE.get(raw)
-        if cached is None:
-            if len(_UUID_CACHE) >= _UUID_CACHE_LIMIT:
-                _UUID_CACHE.clear()
-            cached = _UUID_CACHE[raw] = uuid_module.UUID(bytes=raw)
-        return cached
-    raise TransformError(f"expected ui to be a UUID (BinData subtype 4), got {ui!r:.100}")

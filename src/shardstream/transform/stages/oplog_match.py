@@ -10,15 +10,23 @@ produce no event.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-from bson.decimal128 import Decimal128
 from bson.timestamp import Timestamp
 
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
+from shardstream.transform.stages.mql_predicates import (
+    documents,
+    escape_regex,
+    is_null_optime,
+    is_one,
+    is_true,
+    matches,
+    mql_eq,
+    op_is,
+)
 
-_REGEX_SPECIALS: Final = frozenset("*+|()^?[].\\/$")
 _ALL_COLLECTIONS: Final = r"(?!(\$|system\.))"
 # With showSystemEvents a few system collections are let through.
 _ALL_COLLECTIONS_SYSTEM: Final = r"(?!(\$|system\.(?!(js$|resharding\.|buckets\.|views$))))"
@@ -42,17 +50,6 @@ _INTERNAL_NOOPS_ALWAYS: Final = (
 _INTERNAL_NOOPS_SINCE_6_1: Final = ("refineCollectionShardKey",)
 # 6.x also matched no-ops written before 6.0, whose kind is o2.type (change_stream_helpers_legacy).
 _LEGACY_NOOP_TYPES: Final = ("reshardBegin", "reshardDoneCatchUp")
-_NULL_OPTIME_TS: Final = Timestamp(0, 0)
-
-
-def _escape_regex(text: str) -> str:
-    """Escape ``text`` the way the server does before putting it in a regex."""
-    return "".join("\\" + ch if ch in _REGEX_SPECIALS else ch for ch in text)
-
-
-def _matches(value: Any, pattern: re.Pattern[str]) -> bool:
-    # A $regex predicate only ever matches string values.
-    return isinstance(value, str) and pattern.search(value) is not None
 
 
 class OplogMatch:
@@ -72,10 +69,10 @@ class OplogMatch:
         self._options = options
         scope = options.scope
         all_colls = _ALL_COLLECTIONS_SYSTEM if options.show_system_events else _ALL_COLLECTIONS
-        db = _escape_regex(options.db) if options.db is not None else ""
+        db = escape_regex(options.db) if options.db is not None else ""
         if scope is StreamScope.COLLECTION:
             assert options.coll is not None
-            coll = _escape_regex(options.coll)
+            coll = escape_regex(options.coll)
             ns, coll_regex, cmd_ns = rf"^{db}\.{coll}$", rf"^{coll}$", rf"^{db}\.\$cmd$"
         elif scope is StreamScope.DATABASE:
             ns, coll_regex, cmd_ns = rf"^{db}\." + all_colls, "^" + all_colls, rf"^{db}\.\$cmd$"
@@ -116,42 +113,45 @@ class OplogMatch:
     def not_from_migrate(self, entry: Mapping[str, Any]) -> bool:
         """Drop internal writes (chunk migrations, orphan cleanup) unless asked for."""
         # {fromMigrate: {$ne: true}}: an array holding true counts as true, as $eq reads arrays.
-        if self._options.show_migration_events or not _mql_eq(entry.get("fromMigrate"), _is_true):
+        if self._options.show_migration_events or not mql_eq(entry.get("fromMigrate"), is_true):
             return True
-        if not self._options.show_system_events or not _matches(entry.get("ns"), self._cmd_ns):
+        if not self._options.show_system_events or not matches(entry.get("ns"), self._cmd_ns):
             return False
-        o = entry.get("o")
-        return isinstance(o, Mapping) and (
-            _matches(o.get("create"), self._coll) or _matches(o.get("createIndexes"), self._coll)
+        return any(
+            matches(o.get("create"), self._coll) or matches(o.get("createIndexes"), self._coll)
+            for o in documents(entry.get("o"))
         )
 
     def operation(self, entry: Mapping[str, Any]) -> bool:
         """CRUD on a watched namespace, or a DDL command on one."""
         op = entry.get("op")
-        if op not in ("n", "c"):
-            return _matches(entry.get("ns"), self._ns)
-        if op == "n" or not _matches(entry.get("ns"), self._cmd_ns):
+        is_command = op_is(op, "c")
+        if not is_command and not op_is(op, "n"):
+            return matches(entry.get("ns"), self._ns)
+        if not is_command or not matches(entry.get("ns"), self._cmd_ns):
             return False
-        o = entry.get("o")
-        if not isinstance(o, Mapping):
-            return False
-        if any(_matches(o.get(name), self._coll) for name in _COLLECTION_COMMANDS):
+        # "o.<command>" looks into each document of an array o too (MQL's array traversal):
+        # such an entry is matched, and then refused by the transform, as on the server.
+        return any(self._command_on_watched(o) for o in documents(entry.get("o")))
+
+    def _command_on_watched(self, o: Mapping[str, Any]) -> bool:
+        if any(matches(o.get(name), self._coll) for name in _COLLECTION_COMMANDS):
             return True
-        if _matches(o.get("renameCollection"), self._ns):
+        if matches(o.get("renameCollection"), self._ns):
             return True
-        if "renameCollection" in o and _matches(o.get("to"), self._ns):
+        if "renameCollection" in o and matches(o.get("to"), self._ns):
             return True
         return self._options.scope is not StreamScope.COLLECTION and "dropDatabase" in o
 
     def _invalidation(self, entry: Mapping[str, Any]) -> bool:
         scope = self._options.scope
-        if scope is StreamScope.CLUSTER or entry.get("op") != "c":
+        if scope is StreamScope.CLUSTER or not op_is(entry.get("op"), "c"):
             return False
         if entry.get("ns") != f"{self._options.db}.$cmd":
             return False
-        o = entry.get("o")
-        if not isinstance(o, Mapping):
-            return False
+        return any(self._invalidates(o, scope) for o in documents(entry.get("o")))
+
+    def _invalidates(self, o: Mapping[str, Any], scope: StreamScope) -> bool:
         if scope is StreamScope.DATABASE:
             return "dropDatabase" in o
         return (
@@ -162,51 +162,50 @@ class OplogMatch:
 
     def _transaction(self, entry: Mapping[str, Any]) -> bool:
         op = entry.get("op")
-        o = entry.get("o")
-        if op == "n":
+        if op_is(op, "n"):
             # endOfTransaction no-ops arrived after the 7.0 branch (the 6.x filter has no such arm).
-            o2 = entry.get("o2")
-            return (
-                self._options.at_least(7, 1)
-                and isinstance(o2, Mapping)
-                and _matches(o2.get("endOfTransaction"), self._ns)
+            return self._options.at_least(7, 1) and any(
+                matches(o2.get("endOfTransaction"), self._ns) for o2 in documents(entry.get("o2"))
             )
-        if op != "c" or not isinstance(o, Mapping):
-            return False
+        return op_is(op, "c") and any(
+            self._transaction_command(entry, o) for o in documents(entry.get("o"))
+        )
+
+    def _transaction_command(self, entry: Mapping[str, Any], o: Mapping[str, Any]) -> bool:
         # {o.commitTransaction: 1} compares numbers by value (1, 1.0, 1L, 1 decimal), never bools.
-        if _mql_eq(o.get("commitTransaction"), _is_one):
+        if mql_eq(o.get("commitTransaction"), is_one):
             return True
         ops = o.get("applyOps")
         if not isinstance(ops, list):
             return False
-        if _mql_eq(o.get("prepare"), _is_true) or _mql_eq(o.get("partialTxn"), _is_true):
+        if mql_eq(o.get("prepare"), is_true) or mql_eq(o.get("partialTxn"), is_true):
             return False
         # {prevOpTime: {$ne: OpTime()}}: a missing prevOpTime is "not equal" too.
-        if not _mql_eq(entry.get("prevOpTime"), _is_null_optime):
+        if not mql_eq(entry.get("prevOpTime"), is_null_optime):
             return True
         for inner in ops:
             if not isinstance(inner, Mapping):
                 continue
-            if _matches(inner.get("ns"), self._ns):
+            if matches(inner.get("ns"), self._ns):
                 return True
             inner_o = inner.get("o")
             if (
-                _matches(inner.get("ns"), self._cmd_ns)
+                matches(inner.get("ns"), self._cmd_ns)
                 and isinstance(inner_o, Mapping)
                 and (
-                    _matches(inner_o.get("create"), self._coll)
-                    or _matches(inner_o.get("createIndexes"), self._coll)
+                    matches(inner_o.get("create"), self._coll)
+                    or matches(inner_o.get("createIndexes"), self._coll)
                 )
             ):
                 return True
         return False
 
     def _internal_op(self, entry: Mapping[str, Any]) -> bool:
-        if entry.get("op") != "n" or not _matches(entry.get("ns"), self._ns):
+        if not op_is(entry.get("op"), "n") or not matches(entry.get("ns"), self._ns):
             return False
-        o2 = entry.get("o2")
-        if not isinstance(o2, Mapping):
-            return False
+        return any(self._internal_noop(o2) for o2 in documents(entry.get("o2")))
+
+    def _internal_noop(self, o2: Mapping[str, Any]) -> bool:
         names: list[str] = list(_INTERNAL_NOOPS_ALWAYS)
         if self._options.at_least(6, 1):
             names += _INTERNAL_NOOPS_SINCE_6_1
@@ -223,49 +222,12 @@ class OplogMatch:
         legacy = list(_LEGACY_NOOP_TYPES)
         if self._options.merged_by_router:
             legacy.append("migrateChunkToNewShard")
-        return _mql_eq(o2.get("type"), lambda value: isinstance(value, str) and value in legacy)
+        return mql_eq(o2.get("type"), lambda value: isinstance(value, str) and value in legacy)
 
     def _view_definition(self, entry: Mapping[str, Any]) -> bool:
         if not self._options.show_expanded_events:
             return False
-        if self._options.scope is StreamScope.COLLECTION or entry.get("op") in ("n", "c"):
+        op = entry.get("op")
+        if self._options.scope is StreamScope.COLLECTION or op_is(op, "n") or op_is(op, "c"):
             return False
-        return _matches(entry.get("ns"), self._view_ns)
-
-
-def _mql_eq(value: Any, predicate: Callable[[Any], bool]) -> bool:
-    """An ``$eq`` against a scalar: true if the value, or any element of an array value, matches."""
-    if isinstance(value, list):
-        return any(predicate(element) for element in value)
-    return predicate(value)
-
-
-def _is_true(value: Any) -> bool:
-    return value is True
-
-
-def _number_equals(value: Any, target: int) -> bool:
-    # Numbers compare by value across int32, int64, double and decimal; bool is not a number.
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int | float):
-        return value == target
-    if isinstance(value, Decimal128):
-        number = value.to_decimal()
-        return number.is_finite() and number == target
-    return False
-
-
-def _is_one(value: Any) -> bool:
-    return _number_equals(value, 1)
-
-
-def _is_null_optime(optime: Any) -> bool:
-    """Whether ``optime`` equals the null optime ``{ts: Timestamp(0, 0), t: -1}``.
-
-    Embedded documents compare field by field in order, so ``{t, ts}`` is a different value.
-    """
-    if not isinstance(optime, Mapping) or list(optime) != ["ts", "t"]:
-        return False
-    ts = optime["ts"]
-    return isinstance(ts, Timestamp) and ts == _NULL_OPTIME_TS and _number_equals(optime["t"], -1)
+        return matches(entry.get("ns"), self._view_ns)

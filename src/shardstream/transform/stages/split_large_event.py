@@ -29,10 +29,9 @@ from bson.codec_options import CodecOptions
 
 from shardstream.errors import ConfigurationError, TransformError
 from shardstream.resume_token import ResumeTokenData, encode_token
+from shardstream.transform.event_size_limit import BSON_OBJ_MAX_INTERNAL_SIZE
 from shardstream.transform.stages.check_resumability import ResumeStatus, compare_with_resume_token
 
-BSON_OBJ_MAX_USER_SIZE: Final = 16 * 1024 * 1024
-BSON_OBJ_MAX_INTERNAL_SIZE: Final = BSON_OBJ_MAX_USER_SIZE + 16 * 1024
 # kBSONObjMaxChangeEventSize: the stage's limit, leaving 8 KiB of the internal size for the reply.
 MAX_CHANGE_EVENT_SIZE: Final = BSON_OBJ_MAX_INTERNAL_SIZE - 8 * 1024
 
