@@ -212,3 +212,25 @@ def test_every_path_is_covered() -> None:
         "workers",
         "merge-reference",
     }
+
+
+@pytest.mark.parametrize("damaged_o", [None, 5], ids=["missing", "not-a-document"])
+def test_a_transaction_chain_entry_without_its_document_fails_the_stream(
+    damaged_o: Any, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """server: the commit's TransactionHistoryIterator reads each earlier entry of the chain
+    back by optime and parses it as an OplogEntry (o: object, repl/oplog_entry.idl); its
+    applyOps must be an array (5543806). The chain entry itself is skipped by
+    buildTransactionFilter (no o.applyOps array); the commit fails."""
+    partial = make.apply_ops(Timestamp(10, 2), [op()], partial=True)
+    partial = changed(partial, {"o": damaged_o}) if damaged_o is not None else partial
+    if damaged_o is None:
+        del partial["o"]
+    last = make.apply_ops(Timestamp(10, 3), [op(o={"_id": KEY, "y": 2})], prev=Timestamp(10, 2))
+    entries = [around(insert())[0], partial, last, insert(ts=Timestamp(10, 4))]
+    verdicts = run_paths(tmp_path, entries, capsysbinary)
+    # Paths that read the chain back from the file find the damaged entry (5543806, as
+    # mongod does); those holding only well-formed chain entries in memory say it is
+    # missing (286). Both fail the stream at the commit, never with a traceback.
+    for message in assert_refused(verdicts, "(entry ts Timestamp(10, 3))"):
+        assert "[server error 5543806]" in message or "[server error 286]" in message

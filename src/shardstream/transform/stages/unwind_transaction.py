@@ -107,7 +107,10 @@ class UnwindTransaction:
         commit_timestamp = o.get("commitTimestamp") if "applyOps" not in o else None
         txn_op_index = 0
         for holder in apply_ops_entries:
-            ops = holder["o"].get("applyOps")
+            # A chain entry's own o is read as it comes (the server parses it as an
+            # OplogEntry, whose o must be an object): not a document, it has no applyOps.
+            holder_o = holder.get("o")
+            ops = holder_o.get("applyOps") if isinstance(holder_o, Mapping) else None
             if not isinstance(ops, list):
                 raise TransformError(
                     f"expected o.applyOps to be an array in the transaction entry at "
