@@ -278,6 +278,8 @@ def mutate(rng: random.Random, shards: Shards) -> str:
             mutation = rng.choice(FIELD_MUTATIONS)
         else:
             mutation = rng.choice(HEAVY_MUTATIONS)
+        if not all(len(doc) >= 8 for _, entries in shards for doc in entries):
+            mutation = garbage_tail  # an entry cut very short leaves little to mutate
         done.append(f"{mutation.__name__}: {mutation(rng, shards)}")
     return "; ".join(done)
 

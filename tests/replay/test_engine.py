@@ -25,18 +25,9 @@ from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.transform import ChangeStreamOptions, transform_oplog
 from shardstream.transform.raw.event_writer import encode_event_document
 from tests.transform.raw_corpus import generate_entries
+from tests.transform.replay_paths import split_events
 from tests.transform.test_replay_cli import STREAM_CASES, _flags, _write
 from tests.transform.vector_cases import as_one_oplog, oplog_entries, options_for
-
-
-def _split(data: bytes) -> list[bytes]:
-    """Concatenated BSON documents, one by one."""
-    documents, pos = [], 0
-    while pos < len(data):
-        size = int.from_bytes(data[pos : pos + 4], "little")
-        documents.append(data[pos : pos + size])
-        pos += size
-    return documents
 
 
 @pytest.mark.parametrize("input_format", ["ejson", "bson"])
@@ -60,7 +51,7 @@ def test_vectors_replay_to_the_reference_bson(
         encode_event_document(event.document)
         for event in transform_oplog(as_one_oplog(oplog_entries(case)), options_for(case))
     ]
-    assert _split(out) == expected
+    assert split_events(out) == expected
 
 
 def test_one_file_replays_to_the_reference_bson(
@@ -75,7 +66,7 @@ def test_one_file_replays_to_the_reference_bson(
         encode_event_document(event.document)
         for event in transform_oplog(decoded, ChangeStreamOptions(db="shop"))
     ]
-    assert _split(capsysbinary.readouterr().out) == expected
+    assert split_events(capsysbinary.readouterr().out) == expected
     assert len(expected) > 200
 
 
@@ -101,7 +92,7 @@ def test_shards_merge_to_the_reference_bson(
     argv = ["replay", *flags, "--output-format", "bson", "--workers", str(workers)]
     assert main(argv) == 0
     expected = _merged_reference(paths, ChangeStreamOptions())
-    assert _split(capsysbinary.readouterr().out) == expected
+    assert split_events(capsysbinary.readouterr().out) == expected
     assert len(expected) > 200
 
 
@@ -116,7 +107,7 @@ def test_a_collection_stream_merges_to_the_reference_bson(
     options = ChangeStreamOptions(db=result.config.database, coll=result.config.collections[0].name)
     argv = ["replay", *flags, "--output-format", "bson", "--db", options.db or ""]
     assert main([*argv, "--coll", options.coll or ""]) == 0
-    assert _split(capsysbinary.readouterr().out) == _merged_reference(paths, options)
+    assert split_events(capsysbinary.readouterr().out) == _merged_reference(paths, options)
 
 
 def test_workers_must_not_be_negative(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
@@ -150,7 +141,7 @@ def test_a_merged_replay_from_a_start_time_is_the_reference(
     argv = ["replay", *flags, "--output-format", "bson"]
     assert main([*argv, "--start-at-operation-time", f"{middle.time},{middle.inc}"]) == 0
     expected = _merged_reference(paths, ChangeStreamOptions(start_at_operation_time=middle))
-    assert _split(capsysbinary.readouterr().out) == expected
+    assert split_events(capsysbinary.readouterr().out) == expected
     assert expected
     early = Timestamp(first.time - 100, 0)
     assert main([*argv, "--start-at-operation-time", f"{early.time},{early.inc}"]) == 1
@@ -189,7 +180,7 @@ def test_bson_replay_reads_stdin(
         encode_event_document(event.document)
         for event in transform_oplog(decoded, ChangeStreamOptions())
     ]
-    assert _split(capsysbinary.readouterr().out) == expected
+    assert split_events(capsysbinary.readouterr().out) == expected
 
 
 @pytest.mark.parametrize("flags", [["--output-format", "bson", "--workers", "2"], []])

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Final
 
 import bson
+from bson.errors import BSONError
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
@@ -134,13 +135,16 @@ class ProcessOplogSource:
         if not out.entries and (self._inbox or out.failure is None) and not self._closed:
             message = self._receive()
             if message is not None and message[:1] == b"B":
-                if self.raw_entries:
-                    out.entries.extend(_raw_entries(message))
-                else:
-                    decoded: list[dict[str, Any]] = bson.decode_all(
-                        message[1:], OPLOG_CODEC_OPTIONS
-                    )
-                    out.entries.extend(decoded)
+                try:
+                    if self.raw_entries:
+                        out.entries.extend(_raw_entries(message))
+                    else:
+                        decoded: list[dict[str, Any]] = bson.decode_all(
+                            message[1:], OPLOG_CODEC_OPTIONS
+                        )
+                        out.entries.extend(decoded)
+                except (BSONError, ValueError) as exc:  # the thread tailer's verdict
+                    raise OplogError(f"corrupt BSON entry in {self._where}: {exc}") from exc
             elif message is not None:  # "P": the child's message order keeps this safe
                 idle = Timestamp(*_TS.unpack_from(message, 1))
                 if out.promise is None or idle > out.promise:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from bson.codec_options import CodecOptions
+from bson.errors import BSONError
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 from pymongo import CursorType, MongoClient
@@ -216,6 +217,14 @@ class LiveOplogSource:
             try:
                 self._follow()
                 cause = "the cursor died without an error"  # tailable 43/136 end quietly
+            except BSONError as exc:
+                # The driver decoded a batch holding an entry that is not BSON: the same
+                # verdict as the fast path's check and the file readers (an OplogError),
+                # never a retry (the entry would come back as it is).
+                raise OplogError(
+                    f"corrupt BSON entry in {self._where} after ts {self._last_ts!r}: "
+                    f"{self._redact(exc)}"
+                ) from exc
             except PyMongoError as exc:
                 if self._stop.is_set():
                     return
