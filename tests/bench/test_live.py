@@ -148,7 +148,7 @@ def test_since_seconds_counts_back_from_the_cluster_time() -> None:
         (["--since-seconds", "5"], "expected --uri with --start-at-operation-time or"),
         (
             ["--uri", "mongodb://h/", "--start-at-operation-time", "x"],
-            "expected a timestamp as T,I",
+            "expected --start-at-operation-time as T,I",
         ),
     ],
 )
