@@ -234,3 +234,15 @@ def test_a_transaction_chain_entry_without_its_document_fails_the_stream(
     # missing (286). Both fail the stream at the commit, never with a traceback.
     for message in assert_refused(verdicts, "(entry ts Timestamp(10, 3))"):
         assert "[server error 5543806]" in message or "[server error 286]" in message
+
+
+def test_an_insert_of_a_dbref_shaped_document_is_an_ordinary_insert(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """Found by the fuzz suite. server: o is any object (oplog_entry.idl) and
+    applyTransformation copies it as fullDocument; {$ref, $id} is a document like any other
+    (pymongo alone decodes it as a DBRef), so every path writes the insert."""
+    entry = insert(o={"$ref": "c", "$id": 1}, o2={"_id": KEY})
+    verdicts = run_paths(tmp_path, around(entry), capsysbinary)
+    assert_same_output(verdicts)
+    assert len(split_events(verdicts["fast"].out)) == 3

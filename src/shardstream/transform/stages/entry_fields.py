@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from bson.binary import Binary
 from bson.datetime_ms import DatetimeMS
+from bson.dbref import DBRef
 
 from shardstream.errors import TransformError
 
@@ -44,6 +45,10 @@ def document_field(entry: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """The entry's field ``name``, which must be a document (``o`` is required by the
     oplog's own schema, oplog_entry.idl, so a missing one is refused, never skipped)."""
     value = entry.get(name)
+    if isinstance(value, DBRef):
+        # A document shaped {$ref, $id}: pymongo decodes it as a DBRef, but the server
+        # stores and logs it as any document.
+        return value.as_doc()
     if not isinstance(value, Mapping):
         raise TransformError(f"expected {name} to be a document, got {value!r:.100}")
     return value
