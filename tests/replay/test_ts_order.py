@@ -69,6 +69,19 @@ def test_an_entry_without_a_timestamp_ts_is_refused_on_every_path(
     assert_refused(verdicts, "expected every entry to have a Timestamp ts", f"got {ts!r}")
 
 
+@pytest.mark.parametrize("ts", [(2**31, 1), (10, 2**31), (2**32 - 1, 2**32 - 1)])
+def test_an_entry_beyond_the_servers_clock_is_refused_on_every_path(
+    ts: tuple[int, int], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """server: the cluster time never passes 2**31 - 1 seconds or increments
+    (``LogicalClock::kMaxSignedInt``), so no oplog holds such a ts; refused as out of order
+    is, and no window has to end past the largest Timestamp."""
+    verdicts = run_paths(tmp_path, _inserts((10, 1), ts), capsysbinary, ALL_PATHS)
+    assert_refused(
+        verdicts, "expected ts seconds and increment at most 2147483647", repr(Timestamp(*ts))
+    )
+
+
 def test_the_first_defect_in_oplog_order_decides(
     tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
@@ -121,3 +134,26 @@ def test_a_raw_file_source_defers_a_framing_defect(tmp_path: Path) -> None:
     with pytest.raises(OplogError, match="expected a document length of at least 5"):
         source.next_batch(10)
     source.close()
+
+
+def test_an_entry_out_of_order_that_the_transform_would_refuse_is_out_of_order(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """The order rule is checked before the transform reads an entry, on every path and in
+    the Spark source's readers (the fast path checks it after, and re-checks on an error:
+    found by the fuzz campaign, a Spark read reporting the transform's error)."""
+    from shardstream.spark.source.data_source import ShardstreamBatchReader
+    from shardstream.spark.source.options import parse_options
+
+    entries = _inserts((10, 1), (10, 2), (10, 3))
+    entries[2]["ts"] = Timestamp(10, 2)
+    entries[2]["op"] = "x"
+    verdicts = run_paths(tmp_path, entries, capsysbinary, ALL_PATHS)
+    assert_refused(verdicts, "expected ts to increase")
+    for mode in ("merged", "perShard"):
+        reader = ShardstreamBatchReader(
+            parse_options({"oplog": f"a={tmp_path / 'oplog.bson'}", "partitionMode": mode})
+        )
+        with pytest.raises(OplogError, match="expected ts to increase"):
+            for partition in reader.partitions():
+                list(reader.read(partition))

@@ -125,6 +125,38 @@ def test_a_per_shard_plan_over_an_out_of_order_file_fails_instead_of_reading_not
         _read(reader, reader.partitions())
 
 
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        # The file ends inside an entry before any whole one: framed, never sampled.
+        (lambda data: data[:40], "truncated BSON"),
+        # The first entry at the largest Timestamp, the rest below it: no window can end
+        # past it (found by the fuzz campaign: a ValueError building the window's end).
+        ("max-ts-first", "expected ts seconds and increment at most 2147483647"),
+        ("max-ts-last", "expected ts seconds and increment at most 2147483647"),
+    ],
+    ids=["cut-first-entry", "max-ts-first", "max-ts-last"],
+)
+def test_a_per_shard_plan_reports_what_the_reference_reports(
+    damage: Any, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = _corpus_files(tmp_path)
+    first = Path(files.split(",")[0].partition("=")[2])
+    if callable(damage):
+        first.write_bytes(damage(first.read_bytes()))
+    else:
+        entries = list(bson.decode_all(first.read_bytes()))
+        entries[0 if damage == "max-ts-first" else -1]["ts"] = Timestamp(2**32 - 1, 2**32 - 1)
+        first.write_bytes(b"".join(bson.encode(entry) for entry in entries))
+    for layout in (files.split(",")[0], files):
+        options = {"oplog": layout, "partitionMode": "perShard"}
+        with pytest.raises(OplogError, match=expected):
+            _reference(options, monkeypatch)
+        reader = ShardstreamBatchReader(parse_options(options))
+        with pytest.raises(OplogError, match=expected):
+            _read(reader, reader.partitions())
+
+
 def test_a_merged_query_goes_on_from_a_window_offset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -246,3 +246,24 @@ def test_an_insert_of_a_dbref_shaped_document_is_an_ordinary_insert(
     verdicts = run_paths(tmp_path, around(entry), capsysbinary)
     assert_same_output(verdicts)
     assert len(split_events(verdicts["fast"].out)) == 3
+
+
+@pytest.mark.parametrize("points_to", [(10, 3), (10, 4)], ids=["itself", "later"])
+def test_a_transaction_chain_that_does_not_go_back_fails_instead_of_circling(
+    points_to: tuple[int, int], tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """A commit whose prevOpTime is its own ts (or later) would make the chain's walk circle
+    for ever: mongod's TransactionHistoryIterator follows prevOpTime with no guard, and a
+    real oplog never holds such a pointer (each entry of a transaction is written after the
+    one before it). Found by the fuzz campaign as a hang; refused on every path."""
+    partial = make.apply_ops(Timestamp(10, 2), [op()], partial=True)
+    last = make.apply_ops(
+        Timestamp(10, 3), [op(o={"_id": KEY, "y": 2})], prev=Timestamp(*points_to)
+    )
+    entries = [around(insert())[0], partial, last, insert(ts=Timestamp(10, 4))]
+    verdicts = run_paths(tmp_path, entries, capsysbinary)
+    assert_refused(
+        verdicts,
+        "expected prevOpTime before its entry's ts Timestamp(10, 3)",
+        f"got {Timestamp(*points_to)!r}",
+    )

@@ -49,18 +49,18 @@ def _read(stream: IO[bytes], name: str, chunk_size: int, offset: int = 0) -> Ite
     pending = b""  # offset: the file offset of pending[0]
     while True:
         if len(pending) >= 4 and not _plausible_length(pending):
-            _raise_framing_error(pending, name, offset)  # before reading the rest of it
+            raise framing_error(pending, name, offset)  # before reading the rest of it
         chunk = stream.read(read_size(pending, chunk_size))
         data = pending + chunk if pending else chunk
         if not chunk:
             if data:
-                _raise_framing_error(data, name, offset)
+                raise framing_error(data, name, offset)
             return
         documents, used = frame_documents(data)
         if documents:
             yield documents
         elif len(data) >= 4 and not _plausible_length(data):
-            _raise_framing_error(data, name, offset)
+            raise framing_error(data, name, offset)
         offset += used
         pending = data[used:]
 
@@ -104,19 +104,19 @@ def frame_documents(data: bytes) -> tuple[list[bytes], int]:
     return documents, pos
 
 
-def _raise_framing_error(data: bytes, name: str, offset: int) -> None:
-    """Report the document at the front of ``data`` (file offset ``offset``) as corrupt."""
+def framing_error(data: bytes, name: str, offset: int) -> OplogError:
+    """The error for the document at the front of ``data`` (file offset ``offset``)."""
     prefix = data[:4]
     size = int.from_bytes(prefix, "little", signed=True) if len(prefix) == 4 else -1
     if size < 5:
-        raise OplogError(
+        return OplogError(
             f"corrupt BSON in {name} at byte {offset}: expected a document length of at "
             f"least 5, got {prefix.hex()!r}"
         )
     if size > MAX_OPLOG_ENTRY_SIZE:
-        raise oversized_entry(name, offset, size)
+        return oversized_entry(name, offset, size)
     # A damaged length prefix and a cut file look alike: say what is left and what it asks.
-    raise OplogError(
+    return OplogError(
         f"truncated BSON in {name} at byte {offset}: expected a BSON document length of at "
         f"most {len(data)} bytes left, got {size}"
     )

@@ -30,9 +30,10 @@ from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
 
 from shardstream.errors import OplogError
-from shardstream.oplog.entry_size_limit import MAX_OPLOG_ENTRY_SIZE, oversized_entry
+from shardstream.oplog.entry_size_limit import MAX_OPLOG_ENTRY_SIZE
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
-from shardstream.oplog.raw_file_reader import read_size
+from shardstream.oplog.raw_file_reader import framing_error, read_size
+from shardstream.oplog.ts_order import OUT_OF_CLOCK_BITS, clock_limit_error
 
 STRIDE: Final = 32
 SAMPLE_BYTES: Final = 1 << 20
@@ -117,14 +118,8 @@ def _build(path: str) -> TsIndex:
                 last_at = -1
                 while defect is None and position + 4 <= len(data):
                     size = unpack_from(data, position)[0]
-                    if size < 5:
-                        defect = OplogError(
-                            f"corrupt BSON in {path} at byte {base + position}: expected a "
-                            f"document length of at least 5, got {size}"
-                        )
-                        break
-                    if size > MAX_OPLOG_ENTRY_SIZE:
-                        defect = oversized_entry(path, base + position, size)
+                    if size < 5 or size > MAX_OPLOG_ENTRY_SIZE:
+                        defect = framing_error(data[position:], path, base + position)
                         break
                     if position + size > len(data):
                         break
@@ -152,6 +147,8 @@ def _build(path: str) -> TsIndex:
                     break
                 data = data[position:]
                 base += position
+            if defect is None and data:
+                defect = framing_error(data, path, base)  # the file ends inside a document
     except OSError as exc:
         raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
     last = -1
@@ -189,4 +186,7 @@ def _ts_of(document: bytes, path: str, offset: int) -> int:
             f"expected an oplog entry with a Timestamp ts in {path} at byte {offset}, "
             f"got {ts!r:.60}"
         )
-    return (ts.time << 32) | ts.inc
+    key = (ts.time << 32) | ts.inc
+    if key & OUT_OF_CLOCK_BITS:
+        raise clock_limit_error(f"{path} at byte {offset}", ts)
+    return key

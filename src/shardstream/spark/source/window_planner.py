@@ -86,6 +86,8 @@ def plan_window(
     if max_events is not None or max_bytes is not None:
         end = min(end, _end_after(indexes, begin, max_events, max_bytes))
     if end <= begin:
+        if defects and bound is None:
+            raise defects[0]  # the data goes on past the start, to a defect: report it
         return start  # nothing at or after the start
     version = spec.stream.default_token_version
     mark = high_water_mark(Timestamp(end >> 32, end & 0xFFFFFFFF), version)

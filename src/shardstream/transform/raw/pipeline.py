@@ -19,9 +19,9 @@ from typing import Final
 from bson.timestamp import Timestamp
 
 from shardstream.errors import OplogError, ShardstreamError
-from shardstream.oplog.corrupt_entry import decode_entry
+from shardstream.oplog.corrupt_entry import decode_entry, entry_ts
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
-from shardstream.oplog.ts_order import missing_ts_error
+from shardstream.oplog.ts_order import OUT_OF_CLOCK_BITS, clock_limit_error, missing_ts_error
 from shardstream.transform import fields as f
 from shardstream.transform.change_event import ChangeEvent
 from shardstream.transform.event_bson import event_bson
@@ -183,19 +183,25 @@ class FastShardPipeline:
                 if check:
                     # The entry that closes the stream is checked too (only an entry without a
                     # ts, which the reference reports itself, may close it with ts -1).
-                    if ts <= previous and (ts >= 0 or not self.reference.closed):
-                        raise OplogError(
-                            f"shard {self.name!r}: expected ts to increase, got "
-                            f"{timestamp_of(ts)!r} after {timestamp_of(previous)!r}"
-                        )
+                    if (ts <= previous or ts & OUT_OF_CLOCK_BITS) and (
+                        ts >= 0 or not self.reference.closed
+                    ):
+                        raise self._order_error(ts, previous)
                     previous = ts
             else:
                 self._check_sizes(events, keys, first_event)
                 self._entries += len(docs)
                 self._offset += sum(map(len, docs))
                 return ts
-        except ShardstreamError:
+        except ShardstreamError as exc:
             self._entries += _index_of(docs, doc) + 1  # up to the entry that failed
+            if check:
+                # The oplog's order rule comes before the transform reads the entry, as the
+                # readers check it (oplog.ts_order); the check above runs after, for speed.
+                raw_ts = entry_ts(doc)
+                key = ts_key(raw_ts) if raw_ts is not None else -1
+                if key >= 0 and (key <= previous or key & OUT_OF_CLOCK_BITS):
+                    raise self._order_error(key, previous) from exc
             # An event too large, written before the failing entry, fails the stream first.
             self._check_sizes(events, keys, first_event)
             raise
@@ -203,6 +209,15 @@ class FastShardPipeline:
         self._check_sizes(events, keys, first_event)
         self._entries += _index_of(docs, doc)
         return ts
+
+    def _order_error(self, ts: int, previous: int) -> OplogError:
+        """The error for an entry at ``ts`` after one at ``previous`` (both as ints)."""
+        if ts <= previous:
+            return OplogError(
+                f"shard {self.name!r}: expected ts to increase, got "
+                f"{timestamp_of(ts)!r} after {timestamp_of(previous)!r}"
+            )
+        return clock_limit_error(f"shard {self.name!r}", timestamp_of(ts))
 
     def _check_sizes(self, events: list[bytes], keys: list[bytes], start: int) -> None:
         """Fail on an event from ``start`` on that the server could not serialize.

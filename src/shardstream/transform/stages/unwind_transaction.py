@@ -164,7 +164,16 @@ class UnwindTransaction:
         """The earlier entries of ``entry``'s transaction, oldest first."""
         chain: list[Mapping[str, Any]] = []
         ts = _prev_ts(entry)
+        holder = entry
         while ts is not None:
+            # A transaction's earlier entry is earlier in the oplog; a pointer that is not
+            # would make the walk circle for ever (the server's walk has no such guard).
+            holder_ts = holder.get("ts")
+            if isinstance(holder_ts, Timestamp) and ts >= holder_ts:
+                raise TransformError(
+                    f"expected prevOpTime before its entry's ts {holder_ts!r} in a "
+                    f"transaction's chain, got {ts!r}"
+                )
             earlier = self._partial.get(ts)
             if earlier is None and self._history is not None:
                 earlier = self._history.fetch_entry(ts)
@@ -175,7 +184,7 @@ class UnwindTransaction:
                     code=286,  # ChangeStreamHistoryLost
                 )
             chain.append(earlier)
-            ts = _prev_ts(earlier)
+            holder, ts = earlier, _prev_ts(earlier)
         chain.reverse()
         return chain
 
