@@ -6,8 +6,10 @@ Run from the repository root::
 
 The benchmark corpus (4 BSON files, ObjectId keys, PER_SHARD entries each, 50,000 by
 default) merged in process and cut into Arrow batches of BATCH events (50,000), written
-into :class:`~shardstream.spark.delta.sink.LakehouseSink` twice on fresh tables: the mirror
-prepared in the driver alone, then in 2 worker processes (``--mirror-workers 2``).
+into :class:`~shardstream.spark.delta.sink.LakehouseSink` three times on fresh tables: the
+one-table mirror prepared in the driver alone, then in 2 worker processes
+(``--mirror-workers 2``), then the per-collection layout (typed mirrors and histories, the
+ingest's default) in the driver alone.
 Reported per run: the median per batch of the change-log append, the mirror's preparation
 (split, keyed read, apply) and its MERGE; the stored rows a batch reads and the time
 ``token_json.loads`` takes over that many stored documents (an update's base is parsed
@@ -29,10 +31,12 @@ import pyarrow as pa
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token.token_json import loads
+from shardstream.spark.delta.collection_tables import write_collections
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.maintenance import TableMaintenance
 from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.sink import LakehouseSink
+from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeStreamOptions
 
@@ -65,7 +69,8 @@ def sinks_alone(oplog: str, batch: int, root: Path) -> None:
     """Both runs over the files ``oplog`` names (the source's ``oplog`` option)."""
     tables = merged_tables(oplog, batch)
     for workers in (0, 2):
-        _phases(tables, root / f"workers-{workers}", workers)
+        _phases(tables, root / f"workers-{workers}", workers, MirrorLayout.SINGLE)
+    _phases(tables, root / "collections", 0, MirrorLayout.COLLECTIONS)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,6 +79,7 @@ class BatchTimes:
 
     changelog: float
     prepare: float
+    collections: float
     merge: float
     rows_read: int
 
@@ -84,39 +90,54 @@ def write_timed(sink: LakehouseSink, batch_id: int, table: pa.Table) -> BatchTim
     clock = time.perf_counter()
     sink.changelog.append(table, commit)
     appended = time.perf_counter()
-    prepared = sink.mirror.prepare(table)
+    fresh = sink.mirror.fresh(table)
+    prepared = sink.mirror.prepare_fresh(fresh)
     applied = time.perf_counter()
+    if sink.layout is MirrorLayout.COLLECTIONS:
+        write_collections(
+            sink.root, fresh, prepared, commit, history=sink.history, max_columns=sink.max_columns
+        )
+    typed = time.perf_counter()
     sink.mirror.write(prepared, commit)
     merged = time.perf_counter()
-    return BatchTimes(appended - clock, applied - appended, merged - applied, prepared.rows_read)
+    return BatchTimes(
+        appended - clock, applied - appended, typed - applied, merged - typed, prepared.rows_read
+    )
 
 
-def _phases(tables: list[pa.Table], root: Path, workers: int) -> None:
+def _phases(tables: list[pa.Table], root: Path, workers: int, layout: MirrorLayout) -> None:
     document_id.cache_clear()  # each run starts cold, as an ingest does
-    sink = LakehouseSink(root, "bench", mirror_workers=workers)
+    sink = LakehouseSink(root, "bench", mirror_workers=workers, layout=layout)
     phases: dict[str, list[float]] = {
         "changelog append": [],
         "mirror read+apply": [],
+        "collection tables": [],
         "mirror MERGE": [],
     }
     rows_read = []
+    cpu = time.process_time()
     for batch_id, table in enumerate(tables):
         times = write_timed(sink, batch_id, table)
         rows_read.append(times.rows_read)
         phases["changelog append"].append(times.changelog)
         phases["mirror read+apply"].append(times.prepare)
+        phases["collection tables"].append(times.collections)
         phases["mirror MERGE"].append(times.merge)
+    cpu = time.process_time() - cpu
     sink.close()
     events = sum(table.num_rows for table in tables)
     print(
-        f"\nsinks alone, mirror workers {workers}, {len(tables)} batches of up to "
-        f"{max(t.num_rows for t in tables)} events (median per batch; the first batch with "
-        "workers starts them):"
+        f"\nsinks alone, layout {layout.value}, mirror workers {workers}, {len(tables)} batches "
+        f"of up to {max(t.num_rows for t in tables)} events (median per batch; the first batch "
+        "with workers starts them):"
     )
     for phase, seconds in phases.items():
         print(f"  {phase:18} {statistics.median(seconds) * 1000:7.0f} ms")
     total = sum(sum(seconds) for seconds in phases.values())
-    print(f"  all phases: {events / total:,.0f} events/s")
+    print(
+        f"  all phases: {events / total:,.0f} events/s, {total / events * 1e6:.1f} us/event "
+        f"wall, {cpu / events * 1e6:.1f} us/event CPU in this process"
+    )
     # An update's base is the stored document's text, parsed: what keeping BSON would save.
     stored = sink.mirror.read_all()["fullDocument"].drop_null().to_pylist()[: max(rows_read)]
     started = time.perf_counter()
@@ -128,7 +149,7 @@ def _phases(tables: list[pa.Table], root: Path, workers: int) -> None:
     )
     # The small-file problem: a file (or more) per batch until compaction folds them.
     started = time.perf_counter()
-    runs = TableMaintenance(1).run([root / "changelog", root / "mirror"])
+    runs = TableMaintenance(1).run([root / "changelog", sink.mirror.path])
     took = time.perf_counter() - started
     counts = ", ".join(f"{Path(m.table).name} {m.files_before} -> {m.files_after}" for m in runs)
     print(f"  files after {len(tables)} batches, then one compaction ({took:.2f} s): {counts}")

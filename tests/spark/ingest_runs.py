@@ -20,6 +20,7 @@ from shardstream.merger import MergedStream
 from shardstream.sim import SimulationResult, simulated_sources
 from shardstream.sim.apply_events import apply_events, encoded_state
 from shardstream.spark.delta.changelog import DeltaChangelog
+from shardstream.spark.delta.collection_paths import state_table
 from shardstream.spark.delta.mirror import DeltaMirror
 from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
@@ -89,7 +90,7 @@ def check_consistent(root: Path, events: list[ChangeEvent]) -> dict[str, Any]:
     """
     tokens = [event.token.data for event in events]
     changelog_mark = DeltaChangelog(root).watermark
-    mirror_mark = DeltaMirror(root).watermark
+    mirror_mark = DeltaMirror(root, table=state_table(root)).watermark
     held = tokens.index(changelog_mark) + 1 if changelog_mark else 0
     applied = tokens.index(mirror_mark) + 1 if mirror_mark else 0
     difference = changelog_difference(read_table(root, "changelog"), tokens[:held])

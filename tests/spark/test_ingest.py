@@ -13,7 +13,13 @@ import pytest
 from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.delta import mirror_workers
 from shardstream.spark.delta.commits import BatchCommit, watermark_cluster_time
-from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.mirror_check import (
+    changelog_difference,
+    collection_tables,
+    collections_state,
+    mirror_state,
+    read_table,
+)
 from shardstream.spark.delta.sink import LakehouseSink
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import IngestSettings, run_ingest, stream_source_options
@@ -110,10 +116,19 @@ def test_merged_and_per_shard_modes_write_identical_tables(
         mirror = read_table(root, "mirror")
         assert changelog_difference(changelog, tokens) == {}
         assert mirror_state(mirror) == encoded_state(result.final_state)
-        tables[mode] = (_sorted(changelog, ["_id"]), _sorted(mirror, ["db", "coll", "_documentId"]))
+        assert collections_state(root) == encoded_state(result.final_state)
+        tables[mode] = (
+            _sorted(changelog, ["_id"]),
+            _sorted(mirror, ["db", "coll", "_documentId"]),
+            collection_tables(root),
+        )
     for other in ("perShard", "bytes"):
         assert tables["merged"][0].equals(tables[other][0])
         assert tables["merged"][1].equals(tables[other][1])
+        # The typed mirrors and histories too, whatever the batches and partitions.
+        assert tables["merged"][2].keys() == tables[other][2].keys()
+        for name, table in tables["merged"][2].items():
+            assert table.equals(tables[other][2][name]), name
     assert batches["bytes"] > batches["merged"]
     assert len(split_batches) >= 2
     assert all(split_batches)

@@ -24,7 +24,12 @@ import pytest
 
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.mirror_check import (
+    changelog_difference,
+    collections_state,
+    mirror_state,
+    read_table,
+)
 from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import IngestSettings, run_ingest
@@ -49,6 +54,8 @@ def _assert_complete(root: Path, result, events) -> None:  # type: ignore[no-unt
     tokens = [event.token.data for event in events]
     assert changelog_difference(read_table(root, "changelog"), tokens) == {}
     assert mirror_state(read_table(root, "mirror")) == encoded_state(result.final_state)
+    # The typed per-collection mirrors (the CLI's default layout) caught up too.
+    assert collections_state(root) == encoded_state(result.final_state)
 
 
 @pytest.mark.timeout(900)  # four JVM starts: 202 s measured on 2 busy cores

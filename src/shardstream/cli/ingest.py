@@ -19,7 +19,12 @@ from shardstream.cli.ingest_options import check_table_paths, source_options
 from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
-from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.ingest import (
+    DEFAULT_MAX_COLUMNS,
+    DEFAULT_MIRROR_WORKERS,
+    DEFAULT_OPTIMIZE_EVERY,
+    MirrorLayout,
+)
 from shardstream.spark.ingest.session import MIN_DRIVER_MEMORY, driver_memory_setting
 from shardstream.spark.source.option_values import format_byte_size
 
@@ -118,6 +123,27 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "a restart neither reads it again nor loses it",
     )
     ingest.add_argument(
+        "--mirror-layout",
+        choices=[layout.value for layout in MirrorLayout],
+        default=MirrorLayout.COLLECTIONS.value,
+        help="collections (default): a typed Delta table per collection, PATH/mirror/DB/COLL, "
+        "and its SCD2 history, PATH/history/DB/COLL; single: one table, PATH/mirror, each "
+        "document as canonical Extended JSON",
+    )
+    ingest.add_argument(
+        "--no-history",
+        action="store_true",
+        help="collections layout: keep no per-collection history tables",
+    )
+    ingest.add_argument(
+        "--max-columns",
+        type=int,
+        default=DEFAULT_MAX_COLUMNS,
+        metavar="N",
+        help="collections layout: the most field columns a collection's table gets; other "
+        f"fields are kept in its _rescued column (default {DEFAULT_MAX_COLUMNS})",
+    )
+    ingest.add_argument(
         "--lenient-mirror",
         action="store_true",
         help="skip (and count) updates of documents the mirror never held, instead of failing",
@@ -147,6 +173,9 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
             mirror_workers=args.mirror_workers,
             snapshot=args.snapshot,
             crash_at_for_test=crash,
+            mirror_layout=MirrorLayout(args.mirror_layout),
+            history=not args.no_history,
+            max_columns=args.max_columns,
         )
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")

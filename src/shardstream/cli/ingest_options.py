@@ -16,6 +16,7 @@ from shardstream.cli.options import (
     parse_token_argument,
 )
 from shardstream.errors import ConfigurationError
+from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS
 from shardstream.spark.source.option_values import parse_byte_size, timestamp_value
 
 # replay's internal server flags have no data-source option.
@@ -52,6 +53,14 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     if args.optimize_every < 0:
         raise ConfigurationError(
             f"expected --optimize-every N with N >= 0, got {args.optimize_every}"
+        )
+    if args.max_columns < 0:
+        raise ConfigurationError(f"expected --max-columns N with N >= 0, got {args.max_columns}")
+    if args.mirror_layout == "single" and (
+        args.no_history or args.max_columns != DEFAULT_MAX_COLUMNS
+    ):
+        raise ConfigurationError(
+            "expected --no-history and --max-columns only with --mirror-layout collections"
         )
     if args.mirror_workers < 0:
         raise ConfigurationError(

@@ -76,15 +76,28 @@ class DeltaMirror:
         workers: prepare large batches in this many worker processes, a part of the
             documents each (:mod:`shardstream.spark.delta.mirror_workers`); 0 or 1: in this
             process.
+        table: the table's directory under the root, and its name in its commits' app
+            transaction (``mirror``; the per-collection layout keeps it as ``_mirror_state``).
+        record_versions: prepared batches carry every document version (the history's).
     """
 
-    def __init__(self, root: str | Path, *, strict: bool = True, workers: int = 0) -> None:
-        self.path = Path(root) / MIRROR_TABLE
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        strict: bool = True,
+        workers: int = 0,
+        table: str = MIRROR_TABLE,
+        record_versions: bool = False,
+    ) -> None:
+        self.path = Path(root) / table
+        self.table = table
         self.strict = strict
-        table = open_table(self.path)
-        self._watermark: str | None = committed_watermark(table)
+        self.record_versions = record_versions
+        stored = open_table(self.path)
+        self._watermark: str | None = committed_watermark(stored)
         # After a snapshot, an update read before its end may find its document gone.
-        read_end = (snapshot_times(table) or (None, None))[1]
+        read_end = (snapshot_times(stored) or (None, None))[1]
         self._snapshot_read_end = None if read_end is None else (read_end.time, read_end.inc)
         self.workers = (
             MirrorWorkers(
@@ -92,6 +105,7 @@ class DeltaMirror:
                 workers,
                 strict=strict,
                 snapshot_read_end=self._snapshot_read_end,
+                record_versions=record_versions,
             )
             if workers > 1
             else None
@@ -109,17 +123,28 @@ class DeltaMirror:
 
     def committed(self, commit: BatchCommit) -> bool:
         """Whether the table already holds this batch (Spark replayed it)."""
-        return already_committed(open_table(self.path), commit, MIRROR_TABLE)
+        return already_committed(open_table(self.path), commit, self.table)
 
     def prepare(self, events: pa.Table) -> PreparedBatch:
         """Apply a batch (token order) to the rows it touches; nothing is written yet."""
-        fresh = newer_than(events, self._watermark).select(list(EVENT_COLUMNS))
+        return self.prepare_fresh(self.fresh(events))
+
+    def fresh(self, events: pa.Table) -> pa.Table:
+        """The mirror's columns of a batch's events above its watermark (token order)."""
+        return newer_than(events, self._watermark).select(list(EVENT_COLUMNS))
+
+    def prepare_fresh(self, fresh: pa.Table) -> PreparedBatch:
+        """:meth:`prepare` of the events :meth:`fresh` kept."""
         if self.workers is not None:
             prepared = self.workers.prepare(fresh)
             if prepared is not None:
                 return prepared
         return prepare_events(
-            self.path, fresh, strict=self.strict, snapshot_read_end=self._snapshot_read_end
+            self.path,
+            fresh,
+            strict=self.strict,
+            snapshot_read_end=self._snapshot_read_end,
+            record_versions=self.record_versions,
         )
 
     def write(self, prepared: PreparedBatch, commit: BatchCommit) -> MirrorWrite:
@@ -134,7 +159,7 @@ class DeltaMirror:
                     _MATCH,
                     source_alias="s",
                     target_alias="t",
-                    commit_properties=commit.properties(MIRROR_TABLE, self._watermark),
+                    commit_properties=commit.properties(self.table, self._watermark),
                 )
                 .when_matched_delete(predicate=f"s.{quoted(DELETE)}")
                 .when_matched_update(updates=_SET_ALL, predicate=f"NOT s.{quoted(DELETE)}")
@@ -147,7 +172,7 @@ class DeltaMirror:
                 table,
                 MIRROR_SCHEMA.empty_table(),
                 mode="append",
-                commit_properties=commit.properties(MIRROR_TABLE, self._watermark),
+                commit_properties=commit.properties(self.table, self._watermark),
             )
         self._watermark = commit.advanced(self._watermark)
         return MirrorWrite(

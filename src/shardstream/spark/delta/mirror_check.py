@@ -17,12 +17,27 @@ import pyarrow as pa
 from shardstream.errors import SinkError
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
+from shardstream.spark.delta.collection_paths import (
+    HISTORY_DIR,
+    MIRROR_DIR,
+    collections_of,
+    state_table,
+    table_name,
+    table_path,
+)
 from shardstream.spark.delta.commits import open_table
 from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
+from shardstream.spark.delta.typed_table import decode_document
 
 
 def read_table(root: str | Path, name: str) -> pa.Table:
-    """A whole lakehouse table (``changelog`` or ``mirror``); empty when it does not exist."""
+    """A whole lakehouse table (``changelog`` or ``mirror``); empty when it does not exist.
+
+    ``mirror`` is the documents' state in either layout: the one-table mirror, or the
+    per-collection layout's ``_mirror_state`` (the same rows).
+    """
+    if name != CHANGELOG_TABLE:
+        name = state_table(root)
     table = open_table(Path(root) / name)
     schema = CHANGELOG_SCHEMA if name == CHANGELOG_TABLE else MIRROR_SCHEMA
     if table is None:
@@ -44,6 +59,39 @@ def mirror_state(mirror: pa.Table) -> dict[tuple[str, str], dict[bytes, bytes]]:
             raise SinkError(f"expected one mirror row per document, got two for {row!r:.200}")
         documents[key] = bson.encode(loads(row["fullDocument"]))
     return state
+
+
+def collections_state(root: str | Path) -> dict[tuple[str, str], dict[bytes, bytes]]:
+    """Every per-collection mirror under ``root`` in :func:`mirror_state`'s shape, from
+    each row's ``_doc`` (empty tables left out, as a dropped collection has no documents)."""
+    state: dict[tuple[str, str], dict[bytes, bytes]] = {}
+    for db, coll in collections_of(root, MIRROR_DIR):
+        table = open_table(table_path(root, MIRROR_DIR, db, coll))
+        assert table is not None
+        documents: dict[bytes, bytes] = {}
+        for raw in pa.table(table.to_pyarrow_table())["_doc"].to_pylist():
+            key = bson.encode({"_id": decode_document(raw)["_id"]})
+            if key in documents:
+                raise SinkError(f"expected one mirror row per document in {db}.{coll}, got two")
+            documents[key] = raw
+        if documents:
+            state[(db, coll)] = documents
+    return state
+
+
+def collection_tables(root: str | Path) -> dict[str, pa.Table]:
+    """Every per-collection table under ``root`` (``mirror/<db>/<coll>``, ``history/...``),
+    its columns in name order and its rows in key order: two ingests of one stream compare
+    equal whatever their batches (a column added later comes last in a table's schema)."""
+    tables: dict[str, pa.Table] = {}
+    for kind, keys in ((MIRROR_DIR, ["_documentId"]), (HISTORY_DIR, ["_documentId", "__START_AT"])):
+        for db, coll in collections_of(root, kind):
+            table = open_table(table_path(root, kind, db, coll))
+            assert table is not None
+            rows = pa.table(table.to_pyarrow_table())
+            rows = rows.select(sorted(rows.column_names))
+            tables[table_name(kind, db, coll)] = rows.sort_by([(k, "ascending") for k in keys])
+    return tables
 
 
 def changelog_difference(changelog: pa.Table, expected: Sequence[str]) -> dict[str, int]:

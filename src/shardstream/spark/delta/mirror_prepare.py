@@ -29,6 +29,7 @@ from shardstream.spark.delta.mirror_state import (
     BatchNeeds,
     MirrorChanges,
     MirrorRow,
+    Version,
     apply_batch,
     batch_needs,
 )
@@ -83,6 +84,8 @@ class PreparedBatch:
             columns and ``_delete``), one per key, sorted by key.
         unknown_updates: updates of documents the mirror never held (lenient mode).
         parts: the processes that prepared it (1: the driver alone; ``mirror_workers``).
+        versions: when asked for, the document each update left and each document a rename
+            moved (:data:`VERSION_SCHEMA`, token order; ``mirror_state.apply_batch``).
     """
 
     events: int
@@ -90,10 +93,28 @@ class PreparedBatch:
     source: pa.Table
     unknown_updates: int = 0
     parts: int = 1
+    versions: pa.Table | None = None
+
+
+VERSION_SCHEMA: Final = pa.schema(
+    [
+        pa.field("_id", pa.string()),
+        pa.field("db", pa.string()),
+        pa.field("coll", pa.string()),
+        pa.field("_documentId", pa.string()),
+        pa.field("operationType", pa.string()),
+        pa.field("fullDocument", pa.string()),
+    ]
+)
 
 
 def prepare_events(
-    path: Path, fresh: pa.Table, *, strict: bool, snapshot_read_end: tuple[int, int] | None
+    path: Path,
+    fresh: pa.Table,
+    *,
+    strict: bool,
+    snapshot_read_end: tuple[int, int] | None,
+    record_versions: bool = False,
 ) -> PreparedBatch:
     """Apply events above the watermark (token order, :data:`EVENT_COLUMNS`) to the rows of
     the mirror at ``path`` they touch: the work of :meth:`DeltaMirror.prepare`, in whichever
@@ -101,9 +122,33 @@ def prepare_events(
     split = split_plain(fresh)  # documents only set or deleted: no row objects
     rows = split.events.to_pylist()
     stored = load_rows(path, batch_needs(rows))
-    changes = apply_batch(rows, stored, strict=strict, snapshot_read_end=snapshot_read_end)
+    recorded: list[Version] | None = [] if record_versions else None
+    changes = apply_batch(
+        rows, stored, strict=strict, snapshot_read_end=snapshot_read_end, versions=recorded
+    )
     source = joined_source(changes, split.plain)
-    return PreparedBatch(fresh.num_rows, len(stored), source, changes.unknown_updates)
+    return PreparedBatch(
+        fresh.num_rows,
+        len(stored),
+        source,
+        changes.unknown_updates,
+        versions=None if recorded is None else versions_table(recorded),
+    )
+
+
+def versions_table(versions: list[Version]) -> pa.Table:
+    """Recorded versions as a :data:`VERSION_SCHEMA` table."""
+    return pa.Table.from_pydict(
+        {
+            "_id": [token for token, _, _, _ in versions],
+            "db": [key[0] for _, key, _, _ in versions],
+            "coll": [key[1] for _, key, _, _ in versions],
+            "_documentId": [key[2] for _, key, _, _ in versions],
+            "operationType": [operation for _, _, operation, _ in versions],
+            "fullDocument": [text for _, _, _, text in versions],
+        },
+        schema=VERSION_SCHEMA,
+    )
 
 
 def joined_source(changes: MirrorChanges, plain: pa.Table | None) -> pa.Table:

@@ -39,6 +39,8 @@ from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.update.apply_update import apply_update
 
 Namespace = tuple[str, str]
+Version = tuple[str, RowKey, str, str]
+"""(event token, row key, operation, the document after it as canonical Extended JSON)."""
 
 # Decoded as the oplog reader decodes entries (UUIDs stay BinData, out-of-range dates kept).
 DIFF_CODEC_OPTIONS: Final = OPLOG_CODEC_OPTIONS
@@ -162,6 +164,7 @@ def apply_batch(
     *,
     strict: bool = True,
     snapshot_read_end: tuple[int, int] | None = None,
+    versions: list[Version] | None = None,
 ) -> MirrorChanges:
     """Apply events (in token order) to the stored rows they need; return what changed.
 
@@ -174,6 +177,9 @@ def apply_batch(
         snapshot_read_end: (seconds, increment) of the cluster time a snapshot finished
             reading at: an unknown update at or before it is skipped and counted in strict
             mode too (the snapshot read the document after a later delete).
+        versions: where to record the document each update leaves, and each document a
+            rename moves, as it is then (the history needs every version; an insert's or
+            replace's is its event's ``fullDocument``).
 
     Raises:
         SinkError: a split-event fragment, a malformed row, or (strict) an unknown update.
@@ -208,6 +214,8 @@ def apply_batch(
             updated.with_document(apply_update(base.document(), diff))
             current[key] = updated
             touched.add(key)
+            if versions is not None:
+                versions.append((event["_id"], key, operation, updated.full_document()))
         elif operation == "delete":
             key = _event_key(event)
             current[key] = None
@@ -216,7 +224,7 @@ def apply_batch(
             # mongos passes on a DDL event once per shard that saw it, with identical tokens
             # (merger.md); the first copy acts, and a second rename would drop what it moved.
             applied_ddl.add(event["_id"])
-            touched |= _apply_namespace_event(event, current)
+            touched |= _apply_namespace_event(event, current, versions)
     return MirrorChanges({key: current[key] for key in touched}, unknown)
 
 
@@ -226,7 +234,9 @@ def _before_snapshot_end(event: Mapping[str, Any], read_end: tuple[int, int] | N
 
 
 def _apply_namespace_event(
-    event: Mapping[str, Any], current: dict[RowKey, MirrorRow | None]
+    event: Mapping[str, Any],
+    current: dict[RowKey, MirrorRow | None],
+    versions: list[Version] | None,
 ) -> set[RowKey]:
     operation = event["operationType"]
     if operation == "dropDatabase":
@@ -242,6 +252,8 @@ def _apply_namespace_event(
         for row in moved:
             row.db, row.coll = target
             row.token, row.cluster_time = event["_id"], event["clusterTime"]
+            if versions is not None:
+                versions.append((event["_id"], row.key, operation, row.full_document()))
     for key in gone:
         current[key] = None
     for row in moved:

@@ -58,6 +58,7 @@ class MirrorWorkers:
         snapshot_read_end: as :func:`~shardstream.spark.delta.mirror_state.apply_batch`'s.
         min_events: batches smaller than this are left to the driver (default
             :data:`DEFAULT_MIN_EVENTS`, read when the workers are made).
+        record_versions: the prepared batches carry their versions (the history's).
     """
 
     def __init__(
@@ -68,6 +69,7 @@ class MirrorWorkers:
         strict: bool,
         snapshot_read_end: tuple[int, int] | None,
         min_events: int | None = None,
+        record_versions: bool = False,
     ) -> None:
         if processes < 2:
             raise ValueError(f"expected 2 or more mirror worker processes, got {processes}")
@@ -76,6 +78,7 @@ class MirrorWorkers:
         self.strict = strict
         self.snapshot_read_end = snapshot_read_end
         self.min_events = DEFAULT_MIN_EVENTS if min_events is None else min_events
+        self.record_versions = record_versions
         self._pool: ProcessPoolExecutor | None = None
         self._stopped = False
 
@@ -88,10 +91,13 @@ class MirrorWorkers:
         if parts is None:
             return None
         path, strict, read_end = str(self.path), self.strict, self.snapshot_read_end
+        record = self.record_versions
         futures: list[Future[PreparedBatch]] = []
         try:
             pool = self._started()
-            futures += [pool.submit(_prepare_part, path, p, strict, read_end) for p in parts]
+            futures += [
+                pool.submit(_prepare_part, path, p, strict, read_end, record) for p in parts
+            ]
             prepared = [future.result() for future in futures]
         except ShardstreamError:
             # A bad event: the driver prepares the batch and raises the first one itself.
@@ -102,12 +108,14 @@ class MirrorWorkers:
             _log.warning("mirror workers stopped, the driver prepares batches alone: %r", exc)
             self.close()
             return None
+        versions = [part.versions for part in prepared if part.versions is not None]
         return PreparedBatch(
             events=fresh.num_rows,
             rows_read=sum(part.rows_read for part in prepared),
             source=pa.concat_tables([part.source for part in prepared]).sort_by(MERGE_KEY_ORDER),
             unknown_updates=sum(part.unknown_updates for part in prepared),
             parts=len(parts),
+            versions=pa.concat_tables(versions).sort_by("_id") if versions else None,
         )
 
     def close(self) -> None:
@@ -159,7 +167,17 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _prepare_part(
-    path: str, events: pa.Table, strict: bool, snapshot_read_end: tuple[int, int] | None
+    path: str,
+    events: pa.Table,
+    strict: bool,
+    snapshot_read_end: tuple[int, int] | None,
+    record_versions: bool,
 ) -> PreparedBatch:
     """In a worker: one part prepared (tables travel pickled, as Arrow buffers)."""
-    return prepare_events(Path(path), events, strict=strict, snapshot_read_end=snapshot_read_end)
+    return prepare_events(
+        Path(path),
+        events,
+        strict=strict,
+        snapshot_read_end=snapshot_read_end,
+        record_versions=record_versions,
+    )

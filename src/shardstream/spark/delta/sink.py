@@ -28,9 +28,19 @@ import pyarrow as pa
 
 from shardstream.errors import SinkError
 from shardstream.spark.delta.changelog import DeltaChangelog
+from shardstream.spark.delta.collection_paths import (
+    HISTORY_DIR,
+    MIRROR_DIR,
+    STATE_TABLE,
+    collections_of,
+    state_table,
+    table_path,
+)
+from shardstream.spark.delta.collection_tables import CollectionWrites, write_collections
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
-from shardstream.spark.delta.mirror import DeltaMirror, MirrorWrite
+from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror, MirrorWrite
+from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS, MirrorLayout
 from shardstream.spark.source.rows import EVENT_SCHEMA
 
 
@@ -39,6 +49,7 @@ class CrashPoint(enum.Enum):
 
     IN_BATCH = "in-batch"  # batch read and applied in memory, nothing committed
     BETWEEN_COMMITS = "between-commits"  # change log committed, mirror not
+    IN_COLLECTIONS = "in-collections"  # collection tables committed, the state not
     AFTER_COMMITS = "after-commits"  # both committed, Spark's commit log not
 
 
@@ -53,6 +64,8 @@ class BatchOutcome:
         changelog_rows: rows appended (None: the table already had the batch).
         mirror: what the mirror did (None: the table already had the batch).
         maintained: the tables compacted after this batch (empty: none was due).
+        collections: what the per-collection tables did (None: the single layout, or the
+            state already had the batch).
     """
 
     batch_id: int
@@ -61,6 +74,7 @@ class BatchOutcome:
     changelog_rows: int | None
     mirror: MirrorWrite | None
     maintained: tuple[Maintained, ...] = ()
+    collections: CollectionWrites | None = None
 
 
 class LakehouseSink:
@@ -75,6 +89,9 @@ class LakehouseSink:
         mirror_workers: prepare large batches' mirror in this many processes
             (:mod:`shardstream.spark.delta.mirror_workers`; 0 or 1: in this one).
         crash_at_for_test: (point, batch id): SIGKILL this process there (kill tests).
+        layout: per-collection typed tables, or the one-table mirror.
+        history: the per-collection layout also keeps each collection's SCD2 history.
+        max_columns: the most field columns a collection table gets (the rest: _rescued).
     """
 
     def __init__(
@@ -86,11 +103,25 @@ class LakehouseSink:
         optimize_every: int = 0,
         mirror_workers: int = 0,
         crash_at_for_test: tuple[CrashPoint, int] | None = None,
+        layout: MirrorLayout = MirrorLayout.SINGLE,
+        history: bool = True,
+        max_columns: int = DEFAULT_MAX_COLUMNS,
     ) -> None:
         self.root = Path(root)
         self.app_id = app_id
+        self.layout = layout
+        self.history = history
+        self.max_columns = max_columns
+        check_layout(self.root, layout)
         self.changelog = DeltaChangelog(self.root)
-        self.mirror = DeltaMirror(self.root, strict=strict, workers=mirror_workers)
+        collections = layout is MirrorLayout.COLLECTIONS
+        self.mirror = DeltaMirror(
+            self.root,
+            strict=strict,
+            workers=mirror_workers,
+            table=STATE_TABLE if collections else MIRROR_TABLE,
+            record_versions=collections,
+        )
         self.maintenance = TableMaintenance(optimize_every)
         self._crash_at = crash_at_for_test
 
@@ -104,16 +135,43 @@ class LakehouseSink:
         watermark = ordered["_id"][-1].as_py()
         commit = BatchCommit(app_id=self.app_id, batch_id=batch_id, watermark=watermark)
         write_changelog = not self.changelog.committed(commit)
-        prepared = None if self.mirror.committed(commit) else self.mirror.prepare(ordered)
+        fresh = None if self.mirror.committed(commit) else self.mirror.fresh(ordered)
+        prepared = None if fresh is None else self.mirror.prepare_fresh(fresh)
         self._maybe_crash(CrashPoint.IN_BATCH, batch_id)
         appended = self.changelog.append(ordered, commit) if write_changelog else None
         self._maybe_crash(CrashPoint.BETWEEN_COMMITS, batch_id)
+        collections = None
+        if prepared is not None and fresh is not None and self.layout is MirrorLayout.COLLECTIONS:
+            # Before the state: a crash in between replays the batch into the tables that
+            # lack it (the state, not moved, prepares it the same way again).
+            collections = write_collections(
+                self.root,
+                fresh,
+                prepared,
+                commit,
+                history=self.history,
+                max_columns=self.max_columns,
+            )
+            self._maybe_crash(CrashPoint.IN_COLLECTIONS, batch_id)
         mirrored = self.mirror.write(prepared, commit) if prepared is not None else None
         self._maybe_crash(CrashPoint.AFTER_COMMITS, batch_id)
         maintained: tuple[Maintained, ...] = ()
-        if self.maintenance.due(batch_id):  # after both commits: a crash here loses nothing
-            maintained = tuple(self.maintenance.run([self.changelog.path, self.mirror.path]))
-        return BatchOutcome(batch_id, ordered.num_rows, watermark, appended, mirrored, maintained)
+        if self.maintenance.due(batch_id):  # after every commit: a crash here loses nothing
+            maintained = tuple(self.maintenance.run(self._tables()))
+        return BatchOutcome(
+            batch_id, ordered.num_rows, watermark, appended, mirrored, maintained, collections
+        )
+
+    def _tables(self) -> list[Path]:
+        """Every table this sink writes (maintenance compacts them all)."""
+        tables = [self.changelog.path, self.mirror.path]
+        if self.layout is MirrorLayout.COLLECTIONS:
+            kinds = (MIRROR_DIR, HISTORY_DIR) if self.history else (MIRROR_DIR,)
+            for kind in kinds:
+                tables += [
+                    table_path(self.root, kind, *name) for name in collections_of(self.root, kind)
+                ]
+        return tables
 
     def close(self) -> None:
         """Stop the mirror's worker processes, if any (the tables need no closing)."""
@@ -134,12 +192,26 @@ def resume_watermark(root: str | Path) -> str | None:
     first event, which it holds since the stream's start.
     """
     changelog = DeltaChangelog(root)
-    mirror_mark = DeltaMirror(root).watermark
+    mirror_mark = DeltaMirror(root, table=state_table(root)).watermark
     if changelog.watermark is None:
         return None  # the change log commits first: an empty one means nothing was written
     if mirror_mark is None:
         return changelog.first_event()
     return min(changelog.watermark, mirror_mark)
+
+
+def check_layout(root: Path, layout: MirrorLayout) -> None:
+    """Refuse a layout other than the one the tables under ``root`` were written in."""
+    single = (root / MIRROR_TABLE / "_delta_log").is_dir()
+    collections = (root / STATE_TABLE / "_delta_log").is_dir()
+    if (layout is MirrorLayout.COLLECTIONS and single) or (
+        layout is MirrorLayout.SINGLE and collections
+    ):
+        written = MirrorLayout.SINGLE if single else MirrorLayout.COLLECTIONS
+        raise SinkError(
+            f"expected the mirror layout the tables under {root} were written in "
+            f"(--mirror-layout {written.value}), got --mirror-layout {layout.value}"
+        )
 
 
 def _check_columns(events: pa.Table) -> None:

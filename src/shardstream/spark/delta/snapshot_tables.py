@@ -34,6 +34,7 @@ from deltalake import write_deltalake
 from shardstream.errors import SinkError
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
+from shardstream.spark.delta.collection_paths import STATE_TABLE
 from shardstream.spark.delta.commits import committed_watermark, open_table
 from shardstream.spark.delta.mirror import MIRROR_TABLE
 from shardstream.spark.delta.mirror_keys import document_id
@@ -102,9 +103,10 @@ def check_no_tables(root: str | Path) -> None:
     """Refuse a new snapshot into a lakehouse that already has tables.
 
     Raises:
-        SinkError: the change log or the mirror exists.
+        SinkError: the change log or the mirror (either layout's) exists.
     """
-    found = [name for name in (CHANGELOG_TABLE, MIRROR_TABLE) if open_table(Path(root) / name)]
+    names = (CHANGELOG_TABLE, MIRROR_TABLE, STATE_TABLE)
+    found = [name for name in names if open_table(Path(root) / name)]
     if found:
         raise SinkError(
             f"expected no tables under {root} for a new snapshot, got {', '.join(found)} "
@@ -131,8 +133,11 @@ def load_changelog(
     return _create_with_marks(Path(root) / CHANGELOG_TABLE, CHANGELOG_SCHEMA, batches, marks)
 
 
-def complete_mirror(root: str | Path) -> int | None:
+def complete_mirror(root: str | Path, table: str = MIRROR_TABLE) -> int | None:
     """Load the change log's snapshot into the mirror if the mirror lacks it.
+
+    Args:
+        table: the mirror's table (``mirror``, or the per-collection layout's state).
 
     Returns:
         The rows loaded, or None when there was nothing to do (no snapshot, or the mirror
@@ -145,7 +150,7 @@ def complete_mirror(root: str | Path) -> int | None:
     root = Path(root)
     changelog = open_table(root / CHANGELOG_TABLE)
     times = snapshot_times(changelog)
-    mirror = open_table(root / MIRROR_TABLE)
+    mirror = open_table(root / table)
     if changelog is None or times is None or snapshot_times(mirror) is not None:
         return None
     if mirror is not None:
@@ -160,7 +165,7 @@ def complete_mirror(root: str | Path) -> int | None:
     # The dataset is opened here: delta-rs calls from inside the writer's input would
     # start its runtime within the running one.
     rows = _mirror_rows(changelog.to_pyarrow_dataset())
-    return _create_with_marks(root / MIRROR_TABLE, MIRROR_SCHEMA, rows, marks)
+    return _create_with_marks(root / table, MIRROR_SCHEMA, rows, marks)
 
 
 def _mirror_rows(changelog: pa.dataset.Dataset) -> Iterator[pa.RecordBatch]:

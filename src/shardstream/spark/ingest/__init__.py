@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Final
 
 # Compaction every 100 micro-batches keeps a table at a few files per 100 batches' data
@@ -17,4 +18,19 @@ DEFAULT_OPTIMIZE_EVERY: Final = 100
 # but leave an ingest under Spark unchanged (benchmarks/README.md, "Mirror workers").
 DEFAULT_MIRROR_WORKERS: Final = 0
 
-__all__ = ["DEFAULT_MIRROR_WORKERS", "DEFAULT_OPTIMIZE_EVERY"]
+__all__ = [
+    "DEFAULT_MAX_COLUMNS",
+    "DEFAULT_MIRROR_WORKERS",
+    "DEFAULT_OPTIMIZE_EVERY",
+    "MirrorLayout",
+]
+# The most field columns a collection's typed table gets (``--max-columns``); the rest of the
+# fields are kept in its ``_rescued`` column (spark/delta/typed_rows.py).
+DEFAULT_MAX_COLUMNS: Final = 500
+
+
+class MirrorLayout(enum.Enum):
+    """How the ingest keeps the documents (``--mirror-layout``)."""
+
+    COLLECTIONS = "collections"  # typed mirror/<db>/<coll> and history/<db>/<coll> tables
+    SINGLE = "single"  # one table, <root>/mirror, documents as canonical Extended JSON

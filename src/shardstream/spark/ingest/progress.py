@@ -2,8 +2,10 @@
 
 On a terminal one line is redrawn in place after every batch; otherwise (logs, CI) a
 line is written at most every few seconds, and always at the end.  The watermark lag is
-wall-clock time minus the cluster time of the last event committed: how far the lakehouse
-is behind the cluster (for oplog files and simulated runs, the age of the data).
+how far the lakehouse is behind its source: for a live cluster, wall-clock time (which the
+cluster's clock follows) minus the cluster time of the last event committed; for oplog files
+and a simulated run, whose clocks may be anywhere, the source's own newest cluster time
+(:attr:`IngestProgress.source_time`) minus it, and no lag when that is unknown.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TextIO
+
+from bson.timestamp import Timestamp
 
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.sink import BatchOutcome
@@ -74,6 +78,10 @@ class IngestProgress:
         self._clock = clock
         self._started = clock()
         self._last_logged = self._started
+        self.bounded = False
+        """The source ends by itself (files, simulated): lags are against :attr:`source_time`."""
+        self.source_time: Timestamp | None = None
+        """A bounded source's newest cluster time (None: unknown, no lag shown)."""
 
     def batch(self, outcome: BatchOutcome) -> None:
         """Count a batch and redraw (or, not on a terminal, log now and then)."""
@@ -110,16 +118,35 @@ class IngestProgress:
             f"{totals.batches} batches",
         ]
         if totals.watermark is not None:
-            parts.append(watermark_lag(totals.watermark))
+            if not self.bounded:
+                parts.append(watermark_lag(totals.watermark))
+            else:
+                parts.append(watermark_lag(totals.watermark, source_time=self.source_time))
         return "ingest: " + ", ".join(parts)
 
 
-def watermark_lag(watermark: str, now: datetime.datetime | None = None) -> str:
-    """``watermark <cluster time> (lag <duration>)`` for a token's ``_data`` hex."""
+def watermark_lag(
+    watermark: str,
+    now: datetime.datetime | None = None,
+    *,
+    source_time: Timestamp | bool | None = False,
+) -> str:
+    """``watermark <cluster time> (lag <duration>)`` for a token's ``_data`` hex.
+
+    Args:
+        now: the wall-clock time to measure a live source's lag from (default: now).
+        source_time: a bounded source's newest cluster time, to measure the lag from
+            instead of the wall clock (None: unknown, no lag written).
+    """
     seconds = watermark_cluster_time(watermark).time
     moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    mark = f"watermark {moment:%Y-%m-%dT%H:%M:%SZ}"
+    if source_time is None:
+        return mark
+    if isinstance(source_time, Timestamp):
+        return f"{mark} (lag {_duration(source_time.time - seconds)} behind the source's newest)"
     lag = ((now or datetime.datetime.now(datetime.UTC)) - moment).total_seconds()
-    return f"watermark {moment:%Y-%m-%dT%H:%M:%SZ} (lag {_duration(lag)})"
+    return f"{mark} (lag {_duration(lag)})"
 
 
 def _duration(seconds: float) -> str:

@@ -29,16 +29,31 @@ from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
 from shardstream.oplog.redaction import redacted_repr
+from shardstream.spark.delta.collection_paths import STATE_TABLE
 from shardstream.spark.delta.commits import watermark_cluster_time
-from shardstream.spark.delta.sink import BatchOutcome, CrashPoint, LakehouseSink, resume_watermark
+from shardstream.spark.delta.mirror import MIRROR_TABLE
+from shardstream.spark.delta.sink import (
+    BatchOutcome,
+    CrashPoint,
+    LakehouseSink,
+    check_layout,
+    resume_watermark,
+)
+from shardstream.spark.delta.snapshot_collections import complete_collections
 from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
-from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, DEFAULT_OPTIMIZE_EVERY
+from shardstream.spark.ingest import (
+    DEFAULT_MAX_COLUMNS,
+    DEFAULT_MIRROR_WORKERS,
+    DEFAULT_OPTIMIZE_EVERY,
+    MirrorLayout,
+)
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
     load_snapshot,
 )
-from shardstream.spark.source.options import START_OPTION_FLAGS
+from shardstream.spark.source.options import START_OPTION_FLAGS, parse_options
+from shardstream.spark.source.shard_inputs import newest_time
 
 CHECKPOINT_DIR: Final = "_checkpoint"
 APP_PREFIX: Final = "shardstream"
@@ -65,6 +80,9 @@ class IngestSettings:
         snapshot: load the live source's documents as of T0 into both tables first (once),
             then stream from T0; needs a ``uri`` and no start option.
         crash_at_for_test: SIGKILL the process at this point of this batch (kill tests).
+        mirror_layout: typed per-collection tables (and histories), or one mirror table.
+        history: the per-collection layout keeps each collection's SCD2 history.
+        max_columns: the most field columns a collection table gets.
 
     Raises:
         ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start.
@@ -80,6 +98,9 @@ class IngestSettings:
     mirror_workers: int = DEFAULT_MIRROR_WORKERS
     snapshot: bool = False
     crash_at_for_test: tuple[CrashPoint, int] | None = None
+    mirror_layout: MirrorLayout = MirrorLayout.COLLECTIONS
+    history: bool = True
+    max_columns: int = DEFAULT_MAX_COLUMNS
 
     def __post_init__(self) -> None:
         if self.snapshot:
@@ -134,12 +155,19 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     from shardstream.spark import register
 
     register(spark)
+    check_layout(settings.table, settings.mirror_layout)
+    collections = settings.mirror_layout is MirrorLayout.COLLECTIONS
+    state = STATE_TABLE if collections else MIRROR_TABLE
     if settings.snapshot:
         progress.totals.snapshot_documents = (
-            load_snapshot(settings.table, settings.source_options, progress.out) or 0
+            load_snapshot(settings.table, settings.source_options, progress.out, table=state) or 0
         )
     else:
-        complete_mirror(settings.table)
+        complete_mirror(settings.table, state)
+    if collections:
+        complete_collections(
+            settings.table, history=settings.history, max_columns=settings.max_columns
+        )
     options, restart = stream_source_options(settings)
     if restart is not None:
         # A checkpoint without offsets holds no progress, but its metadata would give the
@@ -149,6 +177,9 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
         for name in ("metadata", ".metadata.crc"):
             (settings.checkpoint_path / name).unlink(missing_ok=True)
         progress.out.write(_restart_line(settings, restart))
+    progress.bounded = settings.bounded
+    if settings.bounded:  # lags against the data's own clock, not today's
+        progress.source_time = newest_time(parse_options(options))
     batches = _BatchWriter(settings, progress)
     events = spark.readStream.format("shardstream").options(**options).load()
     writer = events.writeStream.foreachBatch(batches).option(
@@ -197,6 +228,9 @@ class _BatchWriter:
                     optimize_every=self.settings.optimize_every,
                     mirror_workers=self.settings.mirror_workers,
                     crash_at_for_test=self.settings.crash_at_for_test,
+                    layout=self.settings.mirror_layout,
+                    history=self.settings.history,
+                    max_columns=self.settings.max_columns,
                 )
             outcome: BatchOutcome = self.sink.write_batch(frame.toArrow(), batch_id)
         except Exception as exc:

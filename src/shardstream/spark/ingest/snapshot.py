@@ -45,6 +45,7 @@ from shardstream.cluster_sync.source_catalog import (
 from shardstream.errors import ConfigurationError
 from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA
+from shardstream.spark.delta.mirror import MIRROR_TABLE
 from shardstream.spark.delta.snapshot_marks import SnapshotMarks
 from shardstream.spark.delta.snapshot_tables import (
     check_no_tables,
@@ -91,13 +92,16 @@ def check_snapshot_options(source_options: Mapping[str, str]) -> SourceSpec:
     return spec
 
 
-def load_snapshot(root: Path, source_options: Mapping[str, str], out: TextIO) -> int | None:
+def load_snapshot(
+    root: Path, source_options: Mapping[str, str], out: TextIO, *, table: str = MIRROR_TABLE
+) -> int | None:
     """Load the snapshot into the tables under ``root`` unless they hold it already.
 
     Args:
         root: the lakehouse root.
         source_options: the stream's data-source options (``uri``, ``db``, ``coll`` ...).
         out: where the progress lines go.
+        table: the documents' table (``mirror``, or the per-collection layout's state).
 
     Returns:
         The documents loaded, or None when the tables held the snapshot already.
@@ -110,7 +114,7 @@ def load_snapshot(root: Path, source_options: Mapping[str, str], out: TextIO) ->
     spec = check_snapshot_options(source_options)
     held = snapshot_in_changelog(root)
     if held is not None:
-        complete_mirror(root)
+        complete_mirror(root, table)
         out.write(f"ingest: snapshot as of {_text(held[0])} already loaded; not read again\n")
         return None
     check_no_tables(root)
@@ -128,7 +132,7 @@ def load_snapshot(root: Path, source_options: Mapping[str, str], out: TextIO) ->
     finally:
         client.close()
     loaded = load_changelog(root, _staged_batches(staging), marks)
-    complete_mirror(root)
+    complete_mirror(root, table)
     shutil.rmtree(staging)
     out.write(
         f"ingest: snapshot loaded: {loaded} documents as of {_text(start)} (read until "

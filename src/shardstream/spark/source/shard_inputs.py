@@ -17,17 +17,23 @@ from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger import MergedStream
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
 from shardstream.merger.merged_stream import start_token
+from shardstream.oplog.file_reader import InputFormat
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.live.cluster import connect_live_cluster
 from shardstream.oplog.live.discovery import discover_cluster
 from shardstream.oplog.live.tailer import LiveOplogSource
 from shardstream.oplog.source import OplogSource
+from shardstream.oplog.ts_index import ts_index
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
 from shardstream.sim.feed import just_below
 from shardstream.spark.source.offsets import StreamOffset, token_of_text, token_text
 from shardstream.spark.source.options import SourceKind, SourceSpec
 from shardstream.spark.source.positioned_source import PositionedSource
-from shardstream.spark.source.simulated_input import SimulatedShardOplog, simulated_shard_names
+from shardstream.spark.source.simulated_input import (
+    SimulatedShardOplog,
+    simulated_run,
+    simulated_shard_names,
+)
 from shardstream.transform import ChangeStreamOptions
 
 _LIVE_AWAIT_MS: Final = 200
@@ -223,3 +229,25 @@ def read_bound(spec: SourceSpec, *, pin_now: bool) -> ReadBound | None:
 
 def _missing_shard(spec: SourceSpec, shard: str, names: list[str]) -> OplogError:
     return OplogError(f"expected shard {shard!r} in {spec.display}, got shards {sorted(names)}")
+
+
+def newest_time(spec: SourceSpec) -> Timestamp | None:
+    """A bounded source's newest cluster time: its last entry's ``ts`` over every shard
+    (None: a live cluster, or files whose entries are not indexed, Extended JSON).
+
+    Raises:
+        OplogError: an oplog file cannot be read.
+    """
+    if spec.kind is SourceKind.SIMULATE and spec.simulation is not None:
+        times = [
+            oplog[-1]["ts"] for oplog in simulated_run(spec.simulation).oplogs.values() if oplog
+        ]
+        return max(times) if times else None
+    if spec.kind is SourceKind.OPLOG and spec.input_format is not InputFormat.EJSON:
+        paths = [path for _, path in spec.oplog_paths]
+        if any(not path.endswith(".bson") and spec.input_format is None for path in paths):
+            return None
+        lasts = [ts_index(path).last for path in paths]
+        newest = max(lasts, default=-1)
+        return Timestamp(newest >> 32, newest & 0xFFFFFFFF) if newest >= 0 else None
+    return None

@@ -1,0 +1,170 @@
+"""A collection's SCD type 2 history, ``<root>/history/<db>/<coll>``: one row per version.
+
+Columns: the mirror's typed columns, ``_rescued`` and ``_doc``, then ``__START_AT`` and
+``__END_AT`` (the ``_data`` of the resume tokens of the change that made the version and of
+the one that ended it: tokens sort in stream order and are unique, unlike cluster times,
+which a transaction's changes share), ``_op`` (the starting change's operationType, ``read``
+for a snapshot's document), ``_clusterTime`` (the starting change's) and ``_documentId``.
+``__END_AT`` is null for a document's current version; a delete ends a version and starts
+none; a drop, dropDatabase or rename (away or onto this collection) ends every open version,
+and a rename starts the moved documents' versions in the new name's history with ``_op``
+``rename``.  Databricks' SCD2 tables (``APPLY CHANGES ... STORED AS SCD TYPE 2``) have this
+shape, so their queries work unchanged, e.g. the state at a token ``T``:
+``WHERE __START_AT <= T AND (__END_AT IS NULL OR __END_AT > T)``.
+
+A batch is one MERGE: its new versions inserted; each document's open version from earlier
+batches ended by the batch's first change to it; and, when the batch ends the whole
+collection, every other open version ended by ``WHEN NOT MATCHED BY SOURCE``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import bson
+import pyarrow as pa
+
+from shardstream.spark.delta.commits import (
+    BatchCommit,
+    already_committed,
+    committed_watermark,
+    open_table,
+)
+from shardstream.spark.delta.mirror_prepare import quoted, sql_literal
+from shardstream.spark.delta.typed_rows import RESCUED
+from shardstream.spark.delta.typed_table import (
+    DOC,
+    DOCUMENT_ID,
+    TableKind,
+    evolved_table,
+    merge_columns,
+)
+from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
+
+START_AT: Final = "__START_AT"
+END_AT: Final = "__END_AT"
+OP: Final = "_op"
+CLUSTER_TIME: Final = "_clusterTime"
+_CLOSE: Final = "_close"
+HISTORY_KIND: Final = TableKind(
+    (
+        pa.field(RESCUED, pa.string()),
+        pa.field(DOC, pa.binary()),
+        pa.field(START_AT, pa.string()),
+        pa.field(END_AT, pa.string()),
+        pa.field(OP, pa.string()),
+        pa.field(CLUSTER_TIME, CLUSTER_TIME_TYPE),
+        pa.field(DOCUMENT_ID, pa.string()),
+    ),
+    "history",
+)
+_MATCH: Final = (
+    f"t.{quoted(DOCUMENT_ID)} = s.{quoted(DOCUMENT_ID)} AND t.{quoted(END_AT)} IS NULL "
+    f"AND s.{quoted(_CLOSE)}"
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Change:
+    """One step of a collection's batch, in stream order.
+
+    Attributes:
+        token: the change's resume token ``_data``.
+        operation: its operationType (``insert``, ``update``, ``delete``, ``drop``, ...).
+        document_id: the document's ``_id`` as canonical Extended JSON (None: a change to
+            the whole collection, which ends every open version).
+        document: the document after the change (None: none, e.g. deleted).
+        cluster_time: the change's cluster time.
+    """
+
+    token: str
+    operation: str
+    document_id: str | None
+    document: Mapping[str, Any] | None
+    cluster_time: Mapping[str, int] | None
+
+
+@dataclasses.dataclass(slots=True)
+class _Versions:
+    """A batch's versions of one collection, before they are written."""
+
+    rows: list[Change] = dataclasses.field(default_factory=list)
+    ends: list[str | None] = dataclasses.field(default_factory=list)
+    # Open versions stored by earlier batches: ended by the document's first change...
+    stored_ends: dict[str, str] = dataclasses.field(default_factory=dict)
+    # ... or, when the collection ended before it, by that.
+    collection_end: str | None = None
+
+
+def _versions(changes: Sequence[Change]) -> _Versions:
+    found = _Versions()
+    open_rows: dict[str, int] = {}  # document id -> index of its open version in this batch
+    for change in changes:
+        identity = change.document_id
+        if identity is None:  # the collection ends
+            for index in open_rows.values():
+                found.ends[index] = change.token
+            open_rows.clear()
+            if found.collection_end is None:
+                found.collection_end = change.token
+            continue
+        if identity in open_rows:
+            found.ends[open_rows.pop(identity)] = change.token
+        elif found.collection_end is None and identity not in found.stored_ends:
+            found.stored_ends[identity] = change.token
+        if change.document is not None:
+            open_rows[identity] = len(found.rows)
+            found.rows.append(change)
+            found.ends.append(None)
+    return found
+
+
+def write_history(
+    path: Path, name: str, changes: Sequence[Change], commit: BatchCommit, max_columns: int
+) -> int | None:
+    """Write a batch's versions of one collection into its history at ``path``.
+
+    Returns:
+        The versions inserted, or None when the table already has the batch (a replay).
+    """
+    if already_committed(open_table(path), commit, name):
+        return None
+    found = _versions(changes)
+    if not found.rows and not found.stored_ends and found.collection_end is None:
+        return 0
+    documents = [change.document for change in found.rows if change.document is not None]
+    table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns)
+    closing = list(found.stored_ends.items())
+    arrays = columns.project([*documents, *(None for _ in closing)])
+    arrays[DOC] = pa.array([*(bson.encode(d) for d in documents), *(None for _ in closing)])
+    arrays[START_AT] = pa.array([*(c.token for c in found.rows), *(None for _ in closing)])
+    arrays[END_AT] = pa.array([*found.ends, *(end for _, end in closing)], pa.string())
+    arrays[OP] = pa.array([*(c.operation for c in found.rows), *(None for _ in closing)])
+    arrays[CLUSTER_TIME] = pa.array(
+        [*(c.cluster_time for c in found.rows), *(None for _ in closing)], CLUSTER_TIME_TYPE
+    )
+    arrays[DOCUMENT_ID] = pa.array(
+        [*(c.document_id for c in found.rows), *(identity for identity, _ in closing)]
+    )
+    arrays[_CLOSE] = pa.array([False] * len(found.rows) + [True] * len(closing))
+    source = pa.table(arrays)
+    properties = commit.properties(name, committed_watermark(table))
+    merge = (
+        table.merge(
+            source, _MATCH, source_alias="s", target_alias="t", commit_properties=properties
+        )
+        .when_matched_update(updates={quoted(END_AT): f"s.{quoted(END_AT)}"})
+        .when_not_matched_insert(
+            updates=merge_columns(table, source.column_names), predicate=f"NOT s.{quoted(_CLOSE)}"
+        )
+    )
+    if found.collection_end is not None:
+        merge = merge.when_not_matched_by_source_update(
+            updates={quoted(END_AT): sql_literal(found.collection_end)},
+            predicate=f"t.{quoted(END_AT)} IS NULL",
+        )
+    merge.execute()
+    return len(found.rows)

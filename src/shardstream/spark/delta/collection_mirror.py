@@ -1,0 +1,122 @@
+"""A collection's typed mirror, ``<root>/mirror/<db>/<coll>``: its current documents.
+
+Columns: ``_id`` (typed), one typed column per top-level field
+(:mod:`shardstream.spark.delta.typed_rows`), then ``_rescued`` (relaxed Extended JSON of the
+fields no column holds; null when all fit), ``_doc`` (the document's exact BSON), ``_token``
+(the ``_data`` of the last change's resume token), ``_clusterTime`` and ``_documentId`` (the
+``_id`` as canonical Extended JSON: the MERGE key, which tells ``1`` from ``1.0``).
+
+A batch writes the final state of every document it touched with one MERGE (delete, update,
+insert) carrying the batch's markers, as the one-table mirror does; the table's change data
+feed (``delta.enableChangeDataFeed``) then holds each batch's inserts, update pre- and
+post-images and deletes.  A drop or dropDatabase empties the table (its rows are deleted, the
+table and its schema stay: the change feed shows the deletes); a rename deletes the rows here
+and inserts them into the new name's table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import bson
+import pyarrow as pa
+
+from shardstream.spark.delta.commits import (
+    BatchCommit,
+    already_committed,
+    committed_watermark,
+    open_table,
+)
+from shardstream.spark.delta.mirror_prepare import quoted
+from shardstream.spark.delta.typed_rows import RESCUED
+from shardstream.spark.delta.typed_table import (
+    DOC,
+    DOCUMENT_ID,
+    TableKind,
+    evolved_table,
+    merge_columns,
+)
+from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
+
+TOKEN: Final = "_token"
+CLUSTER_TIME: Final = "_clusterTime"
+_DELETE: Final = "_delete"
+MIRROR_KIND: Final = TableKind(
+    (
+        pa.field(RESCUED, pa.string()),
+        pa.field(DOC, pa.binary()),
+        pa.field(TOKEN, pa.string()),
+        pa.field(CLUSTER_TIME, CLUSTER_TIME_TYPE),
+        pa.field(DOCUMENT_ID, pa.string()),
+    ),
+    "mirror",
+)
+_MATCH: Final = f"t.{quoted(DOCUMENT_ID)} = s.{quoted(DOCUMENT_ID)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FinalRow:
+    """A document's state after a batch.
+
+    Attributes:
+        document_id: its ``_id`` as canonical Extended JSON.
+        document: its decoded values (None: deleted).
+        token: the ``_data`` of the last change to it.
+        cluster_time: that change's cluster time (``{"t", "i"}``).
+    """
+
+    document_id: str
+    document: Mapping[str, Any] | None
+    token: str
+    cluster_time: Mapping[str, int] | None
+
+
+def write_mirror(
+    path: Path,
+    name: str,
+    rows: Sequence[FinalRow],
+    versions: Sequence[Mapping[str, Any]],
+    commit: BatchCommit,
+    max_columns: int,
+) -> int | None:
+    """Merge a batch's final rows of one collection into its mirror at ``path``.
+
+    Args:
+        name: the table's name in its commit markers (``collection_paths.table_name``).
+        versions: every document version of the batch, in stream order: the columns are
+            inferred from all of them, so a batch's cut never changes a column's type.
+        max_columns: the most field columns the table gets.
+
+    Returns:
+        The rows merged, or None when the table already has the batch (a replay).
+    """
+    if already_committed(open_table(path), commit, name):
+        return None
+    if not rows:
+        return 0
+    table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns)
+    arrays = columns.project([row.document for row in rows])
+    arrays[DOC] = pa.array(
+        [bson.encode(row.document) if row.document is not None else None for row in rows],
+        pa.binary(),
+    )
+    arrays[TOKEN] = pa.array([row.token for row in rows], pa.string())
+    arrays[CLUSTER_TIME] = pa.array([row.cluster_time for row in rows], CLUSTER_TIME_TYPE)
+    arrays[DOCUMENT_ID] = pa.array([row.document_id for row in rows], pa.string())
+    arrays[_DELETE] = pa.array([row.document is None for row in rows], pa.bool_())
+    source = pa.table(arrays)
+    updates = merge_columns(table, source.column_names)
+    properties = commit.properties(name, committed_watermark(table))
+    (
+        table.merge(
+            source, _MATCH, source_alias="s", target_alias="t", commit_properties=properties
+        )
+        .when_matched_delete(predicate=f"s.{quoted(_DELETE)}")
+        .when_matched_update(updates=updates, predicate=f"NOT s.{quoted(_DELETE)}")
+        .when_not_matched_insert(updates=updates, predicate=f"NOT s.{quoted(_DELETE)}")
+        .execute()
+    )
+    return int(source.num_rows)

@@ -1,0 +1,107 @@
+"""Sink: a snapshot's documents into the per-collection tables, each created in one commit.
+
+``ingest --snapshot`` in the per-collection layout loads the snapshot into the change log and
+the document state (:mod:`shardstream.spark.delta.snapshot_tables`); this module then creates
+each collection's typed mirror, and its history (one version per document, ``_op`` ``read``,
+``__START_AT`` the high-water-mark token at T0, which sorts before every event of the stream
+that starts there), from the state's rows.  Each table is created with all its rows and the
+snapshot's marks in one commit, so a table either holds the snapshot or does not exist: a
+crash part way leaves tables that the next run's :func:`complete_collections` finishes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import bson
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from shardstream.resume_token.token_json import loads
+from shardstream.spark.delta.collection_history import (
+    CLUSTER_TIME,
+    END_AT,
+    HISTORY_KIND,
+    OP,
+    START_AT,
+)
+from shardstream.spark.delta.collection_mirror import MIRROR_KIND, TOKEN
+from shardstream.spark.delta.collection_paths import (
+    HISTORY_DIR,
+    MIRROR_DIR,
+    STATE_TABLE,
+    table_path,
+)
+from shardstream.spark.delta.commits import committed_watermark, open_table
+from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
+from shardstream.spark.delta.typed_rows import ColumnSet
+from shardstream.spark.delta.typed_table import CDF_CONFIGURATION, DOC, DOCUMENT_ID, TableKind
+
+
+def complete_collections(root: str | Path, *, history: bool, max_columns: int) -> int | None:
+    """Create the collection tables of the state's snapshot that do not exist yet.
+
+    Returns:
+        The tables created, or None when there is nothing to do (no snapshot in the state,
+        or the stream has moved past it: its batches create the tables from then on).
+    """
+    root = Path(root)
+    state = open_table(root / STATE_TABLE)
+    times = snapshot_times(state)
+    if state is None or times is None:
+        return None
+    token = committed_watermark(state)
+    if token is None or state.version() != 0:  # the creating commit alone: no batch yet
+        return None
+    marks = SnapshotMarks(start=times[0], read_end=times[1], token=token)
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in pa.table(state.to_pyarrow_table()).to_pylist():
+        rows[(row["db"], row["coll"])].append(row)
+    created = 0
+    for (db, coll), documents in sorted(rows.items()):
+        decoded = [loads(row["fullDocument"]) for row in documents]
+        targets = [(MIRROR_DIR, MIRROR_KIND)] + ([(HISTORY_DIR, HISTORY_KIND)] if history else [])
+        for kind_dir, kind in targets:
+            path = table_path(root, kind_dir, db, coll)
+            if open_table(path) is not None:
+                continue
+            table = _snapshot_table(kind, documents, decoded, max_columns)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_deltalake(
+                str(path),
+                table,
+                mode="error",
+                configuration=CDF_CONFIGURATION,
+                commit_properties=marks.properties(),
+            )
+            created += 1
+    return created
+
+
+def _snapshot_table(
+    kind: TableKind, rows: list[dict[str, Any]], documents: list[dict[str, Any]], max_columns: int
+) -> pa.Table:
+    columns = ColumnSet.of_schema(None, kind.reserved, max_columns)
+    columns.fold(documents)
+    arrays = columns.project(documents)
+    arrays[DOC] = pa.array([bson.encode(document) for document in documents], pa.binary())
+    arrays[DOCUMENT_ID] = pa.array([row["_documentId"] for row in rows], pa.string())
+    tokens = pa.array([row["_id"] for row in rows], pa.string())
+    times = pa.array([row["clusterTime"] for row in rows], kind_field(kind, CLUSTER_TIME).type)
+    if kind is MIRROR_KIND:
+        arrays[TOKEN] = tokens
+        arrays[CLUSTER_TIME] = times
+    else:
+        arrays[START_AT] = tokens
+        arrays[END_AT] = pa.nulls(len(rows), pa.string())
+        arrays[OP] = pa.array([SNAPSHOT_OPERATION] * len(rows), pa.string())
+        arrays[CLUSTER_TIME] = times
+    schema = pa.schema([*columns.arrow_fields(), *kind.system])
+    return pa.Table.from_pydict({name: arrays[name] for name in schema.names}, schema=schema)
+
+
+def kind_field(kind: TableKind, name: str) -> pa.Field:
+    """The system field ``name`` of a table kind."""
+    return next(field for field in kind.system if field.name == name)

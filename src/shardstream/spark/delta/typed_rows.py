@@ -1,0 +1,178 @@
+"""A collection's typed columns: inferred from the documents it shows, and rows under them.
+
+:class:`ColumnSet` holds a collection table's columns (``_id`` and one per top-level field,
+typed by :mod:`shardstream.spark.delta.column_types`).  :meth:`ColumnSet.fold` goes over
+documents in stream order: a field's first typed value makes its column (up to
+``max_columns``; schema evolution), later values widen it where a widening covers them.
+:meth:`ColumnSet.project` then gives each document's column values, and the relaxed
+Extended JSON of the fields that fit no column (``_rescued``).
+
+Fields without a column of their own, so always rescued: a name Delta cannot hold as it is
+(``column_types.safe_name``), a name equal (ignoring case: Delta's names are
+case-insensitive) to a column already taken or a system column, fields past
+``max_columns``, a value whose type no widening of its column covers, and an empty document
+or array before its field's type is known.  ``_id`` always has its column: a collection whose
+``_id``s mix types keeps it as relaxed Extended JSON text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, TypeAlias
+
+import pyarrow as pa
+
+from shardstream.spark.delta.column_types import (
+    CONFLICT,
+    JSON_COLUMN,
+    JSON_KIND,
+    KIND_KEY,
+    column_value,
+    fits,
+    merged,
+    relaxed_json,
+    safe_name,
+    value_type,
+)
+
+ID: Final = "_id"
+RESCUED: Final = "_rescued"
+ColumnType: TypeAlias = "pa.DataType | str"  # an Arrow type or column_types.JSON_COLUMN
+
+
+def arrow_field(name: str, kind: ColumnType) -> pa.Field:
+    """The Arrow field of a column (a JSON column is a string marked in its metadata)."""
+    if isinstance(kind, str):
+        return pa.field(name, pa.string(), metadata={KIND_KEY: JSON_KIND})
+    return pa.field(name, kind)
+
+
+def column_type(field: pa.Field) -> ColumnType:
+    """A stored field's column type (the inverse of :func:`arrow_field`)."""
+    if field.metadata and field.metadata.get(KIND_KEY) == JSON_KIND:
+        return JSON_COLUMN
+    return _plain(field.type)
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    """Delta's read-back types as this module writes them (large and view types unlarged)."""
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return pa.string()
+    if pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+        return pa.binary()
+    if pa.types.is_large_list(kind) or pa.types.is_list_view(kind) or pa.types.is_list(kind):
+        return pa.list_(_plain(kind.value_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _plain(f.type)) for f in kind])
+    return kind
+
+
+@dataclasses.dataclass(slots=True)
+class ColumnSet:
+    """The typed columns of one collection table (see the module).
+
+    Attributes:
+        id_type: the ``_id`` column's type (None until a document is seen).
+        fields: the field columns, in the order they were added.
+        reserved: the table's system column names (``_doc``, ``_token``, ...).
+        max_columns: the most field columns the table gets.
+    """
+
+    id_type: ColumnType | None
+    fields: dict[str, ColumnType]
+    reserved: frozenset[str]
+    max_columns: int = 500
+
+    @classmethod
+    def of_schema(
+        cls, schema: pa.Schema | None, reserved: Sequence[str], max_columns: int
+    ) -> ColumnSet:
+        """The columns of a stored table's schema (None: a table not written yet)."""
+        fields: dict[str, ColumnType] = {}
+        id_type: ColumnType | None = None
+        for field in schema or ():
+            if field.name == ID:
+                id_type = column_type(field)
+            elif field.name not in reserved:
+                fields[field.name] = column_type(field)
+        return cls(id_type, fields, frozenset(reserved), max_columns)
+
+    def copy(self) -> ColumnSet:
+        return dataclasses.replace(self, fields=dict(self.fields))
+
+    def fold(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Add and widen columns for ``documents``, in stream order."""
+        taken = {name.casefold() for name in (ID, *self.reserved, *self.fields)}
+        for document in documents:
+            id_value = document.get(ID)
+            found = merged(self.id_type, value_type(id_value))
+            # An _id deciding no type ({}) or not fitting its column's: JSON, as mixed types.
+            if found is CONFLICT or (
+                id_value is not None and (found is None or not fits(id_value, found))
+            ):
+                found = JSON_COLUMN
+            self.id_type = found
+            for name, value in document.items():
+                if name == ID:
+                    continue
+                kind = value_type(value)
+                current = self.fields.get(name)
+                if current is not None:
+                    widened = merged(current, kind)
+                    if widened is not CONFLICT and widened is not None:
+                        self.fields[name] = widened
+                elif (
+                    kind is not None
+                    and len(self.fields) < self.max_columns
+                    and safe_name(name)
+                    and name.casefold() not in taken
+                ):
+                    self.fields[name] = kind
+                    taken.add(name.casefold())
+
+    def arrow_fields(self) -> list[pa.Field]:
+        """``_id`` and the field columns, as Arrow fields."""
+        return [arrow_field(ID, self.id_type or pa.string())] + [
+            arrow_field(name, kind) for name, kind in self.fields.items()
+        ]
+
+    def widened_from(self, before: ColumnSet) -> bool:
+        """Whether a column ``before`` had changed its type (the table must be rewritten)."""
+        if before.id_type is not None and before.id_type != self.id_type:
+            return True
+        return any(self.fields[name] != kind for name, kind in before.fields.items())
+
+    def project(self, documents: Sequence[Mapping[str, Any] | None]) -> dict[str, pa.Array]:
+        """The column arrays of ``documents`` (None: a row with every column null), plus
+        ``_rescued``."""
+        columns: dict[str, list[Any]] = {name: [] for name in (ID, *self.fields)}
+        rescued_column: list[str | None] = []
+        id_type = self.id_type or pa.string()
+        for document in documents:
+            if document is None:
+                for values in columns.values():
+                    values.append(None)
+                rescued_column.append(None)
+                continue
+            columns[ID].append(column_value(document.get(ID), id_type))
+            rescued: dict[str, Any] = {}
+            for name, values in columns.items():
+                if name == ID:
+                    continue
+                value = document.get(name)
+                kind = self.fields[name]
+                if fits(value, kind):
+                    values.append(column_value(value, kind))
+                else:
+                    values.append(None)
+                    rescued[name] = value
+            for name, value in document.items():
+                if name != ID and name not in self.fields and value is not None:
+                    rescued[name] = value
+            rescued_column.append(relaxed_json(rescued) if rescued else None)
+        arrays = {
+            field.name: pa.array(columns[field.name], field.type) for field in self.arrow_fields()
+        }
+        arrays[RESCUED] = pa.array(rescued_column, pa.string())
+        return arrays

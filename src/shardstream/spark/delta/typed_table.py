@@ -1,0 +1,120 @@
+"""One collection's typed Delta table (a mirror or a history): its columns kept up to date.
+
+:func:`evolved_table` opens (or creates, with the change data feed on) the table and makes
+its schema hold a batch's documents: new fields become columns by ``ALTER TABLE ADD
+COLUMNS`` (logged once each); a column whose type widens (int32 -> int64 -> double, a struct
+gaining fields, ``_id`` turning to JSON text) cannot be altered in place by delta-rs, so the
+table is rewritten once, every row projected again from its ``_doc`` (the exact BSON, so
+nothing depends on the old column's values).  Both are commits of their own, before the
+batch's: replaying the batch after a crash finds them done and changes nothing.
+
+:func:`merge_columns` gives the MERGE's ``SET`` of every stored column from the source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import bson
+import pyarrow as pa
+from deltalake import DeltaTable, Field, write_deltalake
+
+from shardstream.spark.delta.commits import open_table
+from shardstream.spark.delta.mirror_prepare import quoted
+from shardstream.spark.delta.typed_rows import ColumnSet
+
+_log = logging.getLogger(__name__)
+CDF_CONFIGURATION: Final = {"delta.enableChangeDataFeed": "true"}
+DOC: Final = "_doc"
+DOCUMENT_ID: Final = "_documentId"
+# Decoded as written: every BSON type kept (the projection types from them).
+_DOC_OPTIONS: Final[bson.CodecOptions[dict[str, Any]]] = bson.CodecOptions(
+    uuid_representation=bson.binary.UuidRepresentation.UNSPECIFIED,
+    datetime_conversion=bson.DatetimeConversion.DATETIME_AUTO,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TableKind:
+    """What distinguishes a mirror from a history: its system columns (after the typed ones).
+
+    Attributes:
+        system: the system columns' Arrow fields (``_rescued`` first, ``_doc``, ...).
+        label: the table's kind in log lines (``mirror``, ``history``).
+    """
+
+    system: tuple[pa.Field, ...]
+    label: str
+
+    @property
+    def reserved(self) -> tuple[str, ...]:
+        return tuple(field.name for field in self.system)
+
+
+def decode_document(raw: bytes) -> dict[str, Any]:
+    """A ``_doc`` value decoded with every BSON type kept."""
+    return bson.decode(raw, _DOC_OPTIONS)
+
+
+def evolved_table(
+    path: Path,
+    kind: TableKind,
+    documents: Iterable[Mapping[str, Any]],
+    max_columns: int,
+) -> tuple[DeltaTable, ColumnSet]:
+    """The table at ``path`` with columns for ``documents`` (created if missing), and them."""
+    table = open_table(path)
+    stored = _schema(table)
+    before = ColumnSet.of_schema(stored, kind.reserved, max_columns)
+    columns = before.copy()
+    columns.fold(documents)
+    wanted = [*columns.arrow_fields(), *kind.system]
+    if table is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        DeltaTable.create(
+            str(path), pa.schema(wanted), mode="ignore", configuration=CDF_CONFIGURATION
+        )
+        _log.info("%s %s: created with %d columns", kind.label, path, len(wanted))
+        return DeltaTable(str(path)), columns
+    assert stored is not None
+    if columns.widened_from(before):
+        _rewrite(table, kind, columns)
+        _log.info("%s %s: column types widened, table rewritten from _doc", kind.label, path)
+        return DeltaTable(str(path)), columns
+    added = [field for field in wanted if field.name not in stored.names]
+    if added:
+        table.alter.add_columns([Field.from_arrow(field) for field in added])
+        for field in added:
+            _log.info("%s %s: new column %r (%s)", kind.label, path, field.name, field.type)
+        table = DeltaTable(str(path))
+    return table, columns
+
+
+def _schema(table: DeltaTable | None) -> pa.Schema | None:
+    if table is None:
+        return None
+    return pa.schema(table.schema().to_arrow())
+
+
+def _rewrite(table: DeltaTable, kind: TableKind, columns: ColumnSet) -> None:
+    """Every row projected again from its ``_doc`` under ``columns``, in one overwrite."""
+    stored = pa.table(table.to_pyarrow_table())
+    documents = [decode_document(raw) for raw in stored[DOC].to_pylist()]
+    arrays = columns.project(documents)
+    for field in kind.system:
+        if field.name not in arrays:
+            arrays[field.name] = stored[field.name].cast(field.type)
+    schema = pa.schema([*columns.arrow_fields(), *kind.system])
+    rewritten = pa.Table.from_pydict({name: arrays[name] for name in schema.names}, schema=schema)
+    write_deltalake(table, rewritten, mode="overwrite", schema_mode="overwrite")
+
+
+def merge_columns(table: DeltaTable, source: Sequence[str]) -> dict[str, str]:
+    """``{"col": "s.col"}`` for every column of ``table`` the source holds."""
+    stored = _schema(table)
+    names = stored.names if stored is not None else []
+    return {quoted(name): f"s.{quoted(name)}" for name in names if name in source}
