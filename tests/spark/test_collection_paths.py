@@ -107,3 +107,19 @@ def test_collections_of_finds_every_table_written(tables: list[tuple[str, str]])
         for db, coll in tables:
             (table_path(root, MIRROR_DIR, db, coll) / "_delta_log").mkdir(parents=True)
         assert sorted(collections_of(root, MIRROR_DIR)) == sorted(tables)
+
+
+def test_a_name_too_long_for_a_directory_is_hashed_and_named_by_its_table(tmp_path: Path) -> None:
+    """A legal 100-byte collection name of emoji would encode to 300 characters, over a
+    file system's 255: its segment is a hash, and the table's Delta metadata names it."""
+    from shardstream.spark.delta.collection_mirror import MIRROR_KIND
+    from shardstream.spark.delta.collection_paths import MAX_SEGMENT, full_name
+    from shardstream.spark.delta.typed_table import evolved_table
+
+    long_name = "\U0001f600" * 25
+    assert len(segment(long_name)) <= MAX_SEGMENT
+    assert name_of(segment(long_name)) is None
+    assert segment(long_name) != segment(long_name[:-1])
+    path = table_path(tmp_path, MIRROR_DIR, "shop", long_name)
+    evolved_table(path, MIRROR_KIND, [{"_id": 1}], 10, full_name("shop", long_name))
+    assert list(collections_of(tmp_path, MIRROR_DIR)) == [("shop", long_name)]

@@ -31,10 +31,11 @@ from shardstream.spark.delta.collection_paths import (
     collections_of,
     table_path,
 )
-from shardstream.spark.delta.mirror_check import collections_state
-from shardstream.spark.delta.sink import LakehouseSink, MirrorLayout
 from shardstream.spark.delta.column_types import JSON_COLUMN
+from shardstream.spark.delta.mirror_check import collections_state
+from shardstream.spark.delta.sink import LakehouseSink
 from shardstream.spark.delta.typed_rows import ID, column_type
+from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform import ChangeEvent
 from tests.spark.collection_checks import (
@@ -57,8 +58,8 @@ from tests.spark.lakehouse_checks import (
 )
 
 _SYSTEM = {
-    MIRROR_DIR: (set(MIRROR_KIND.reserved) - {ID}),
-    HISTORY_DIR: (set(HISTORY_KIND.reserved) - {ID}),
+    MIRROR_DIR: frozenset(MIRROR_KIND.reserved),
+    HISTORY_DIR: frozenset(HISTORY_KIND.reserved),
 }
 
 
@@ -68,13 +69,13 @@ def _sink(root: Path) -> LakehouseSink:
 
 def _cut(events: list[ChangeEvent], sizes: list[int]) -> list[pa.Table]:
     """The events cut into batches whose sizes cycle through ``sizes``."""
-    batches, start = [], 0
-    for size in cycle(sizes):
-        if start >= len(events):
-            return batches
-        batches += event_batches(events[start : start + size], size)
-        start += size
-    raise AssertionError("unreachable")
+    batches: list[pa.Table] = []
+    start, size = 0, cycle(sizes)
+    while start < len(events):
+        batch = events[start : start + next(size)]
+        batches += event_batches(batch, len(batch))
+        start += len(batch)
+    return batches
 
 
 def _write(root: Path, batches: list[pa.Table]) -> None:
@@ -125,7 +126,7 @@ def _check_tables(root: Path, events: list[ChangeEvent], truth: dict[Any, Any]) 
     seed=st.integers(0, 2**20),
     shards=st.integers(2, 3),
     operations=st.integers(150, 250),
-    # Each batch costs ~0.1 s a table: cuts from 30 events keep four runs near 30 s.
+    # A batch costs a MERGE per touched table: from 30 events a batch, four runs ~30 s.
     sizes=st.lists(st.integers(30, 150), min_size=1, max_size=5),
 )
 def test_random_workloads_give_true_typed_tables_and_histories(
@@ -188,6 +189,10 @@ def test_a_replayed_batch_leaves_every_collection_table_unchanged(tmp_path: Path
     _check_tables(tmp_path, _EVENTS, expected_state(_RESULT))
 
 
+class _Crash(Exception):
+    """The process dies here."""
+
+
 def test_a_crash_before_the_state_commits_replays_into_the_state_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,10 +203,10 @@ def test_a_crash_before_the_state_commits_replays_into_the_state_only(
     crashing = _sink(tmp_path)
 
     def crash(*args: object) -> None:
-        raise KeyboardInterrupt  # stands for the SIGKILL: nothing after it runs
+        raise _Crash  # stands for the SIGKILL: nothing after it runs
 
     monkeypatch.setattr(crashing.mirror, "write", crash)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(_Crash):
         crashing.write_batch(batches[2], 2)
     monkeypatch.undo()
     versions = _table_versions(tmp_path)
@@ -346,7 +351,7 @@ def test_widened_columns_are_projected_again_from_doc(tmp_path: Path) -> None:
     mixed _id turning to JSON text) is rewritten: every row, old ones too, holds its _doc's
     value under the new type; a value no widening covers is rescued; the change feed and the
     history still replay."""
-    documents = [
+    documents: list[dict[str, Any]] = [
         {"_id": 1, "n": 1, "s": {"a": 1}},
         {"_id": 2, "n": 2**40, "s": {"b": "x"}},
         {"_id": 3, "n": 1.5, "s": {"a": 2, "b": "y"}},

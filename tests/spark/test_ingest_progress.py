@@ -62,6 +62,26 @@ def test_lag_is_wall_clock_minus_the_watermarks_cluster_time() -> None:
     assert watermark_lag(_token(1_700_000_000), later).endswith("(lag 2d 5h)")
 
 
+def test_a_bounded_sources_lag_is_against_its_own_newest_time_not_the_wall_clock() -> None:
+    """A simulated cluster's or an oplog file's clock may be anywhere (the demo's is in
+    2026-01-01): its lag is measured from the source's newest entry, and not written when
+    that is unknown (Extended JSON files)."""
+    newest = Timestamp(1_700_000_125, 1)
+    assert watermark_lag(_token(1_700_000_000), source_time=newest) == (
+        "watermark 2023-11-14T22:13:20Z (lag 2m 5s behind the source's newest entry)"
+    )
+    assert watermark_lag(_token(1_700_000_000), source_time=None) == (
+        "watermark 2023-11-14T22:13:20Z"
+    )
+    out = io.StringIO()
+    progress = IngestProgress(out, interactive=False, clock=lambda: 100.0)
+    progress.bounded, progress.source_time = True, newest
+    progress.batch(_outcome(5, _token(1_700_000_000)))
+    progress.finish()
+    assert "behind the source's newest entry" in out.getvalue()
+    assert "lag 2m 5s" in out.getvalue()
+
+
 def test_a_maintenance_run_gets_a_line_of_its_own() -> None:
     out = io.StringIO()
     progress = IngestProgress(out, interactive=False, clock=lambda: 100.0)

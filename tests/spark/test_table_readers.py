@@ -26,8 +26,9 @@ from shardstream.spark.delta.collection_paths import (
     table_path,
 )
 from shardstream.spark.delta.mirror_check import collections_state
-from shardstream.spark.delta.sink import LakehouseSink, MirrorLayout
+from shardstream.spark.delta.sink import LakehouseSink
 from shardstream.spark.delta.typed_table import decode_document
+from shardstream.spark.ingest import MirrorLayout
 from tests.spark.collection_checks import Namespace, change_feed_documents, id_key, read_rows
 from tests.spark.lakehouse_checks import event_batches, expected_state, merged_events, simulate
 

@@ -123,9 +123,18 @@ def _versions(changes: Sequence[Change]) -> _Versions:
 
 
 def write_history(
-    path: Path, name: str, changes: Sequence[Change], commit: BatchCommit, max_columns: int
+    path: Path,
+    name: str,
+    changes: Sequence[Change],
+    commit: BatchCommit,
+    max_columns: int,
+    *,
+    title: str,
 ) -> int | None:
     """Write a batch's versions of one collection into its history at ``path``.
+
+    ``name`` is the table's name in its commit markers, ``title`` the collection's
+    ``<db>.<coll>`` (``collection_paths.table_name``, ``full_name``).
 
     Returns:
         The versions inserted, or None when the table already has the batch (a replay).
@@ -136,7 +145,7 @@ def write_history(
     if not found.rows and not found.stored_ends and found.collection_end is None:
         return 0
     documents = [change.document for change in found.rows if change.document is not None]
-    table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns)
+    table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns, title)
     closing = list(found.stored_ends.items())
     arrays = columns.project([*documents, *(None for _ in closing)])
     arrays[DOC] = pa.array([*(bson.encode(d) for d in documents), *(None for _ in closing)])

@@ -81,11 +81,14 @@ def write_mirror(
     versions: Sequence[Mapping[str, Any]],
     commit: BatchCommit,
     max_columns: int,
+    *,
+    title: str,
 ) -> int | None:
     """Merge a batch's final rows of one collection into its mirror at ``path``.
 
     Args:
         name: the table's name in its commit markers (``collection_paths.table_name``).
+        title: the collection's ``<db>.<coll>`` (``collection_paths.full_name``).
         versions: every document version of the batch, in stream order: the columns are
             inferred from all of them, so a batch's cut never changes a column's type.
         max_columns: the most field columns the table gets.
@@ -97,7 +100,7 @@ def write_mirror(
         return None
     if not rows:
         return 0
-    table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns)
+    table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns, title)
     arrays = columns.project([row.document for row in rows])
     arrays[DOC] = pa.array(
         [bson.encode(row.document) if row.document is not None else None for row in rows],

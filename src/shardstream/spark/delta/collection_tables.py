@@ -32,6 +32,7 @@ from shardstream.spark.delta.collection_paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
+    full_name,
     table_name,
     table_path,
 )
@@ -93,6 +94,7 @@ def write_collections(
             versions,
             commit,
             max_columns,
+            title=full_name(db, coll),
         )
     written: dict[Namespace, int | None] = {}
     if history:
@@ -104,6 +106,7 @@ def write_collections(
                 changes[namespace],
                 commit,
                 max_columns,
+                title=full_name(db, coll),
             )
     return CollectionWrites(mirrors, written)
 

@@ -32,6 +32,7 @@ from shardstream.spark.delta.collection_paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     STATE_TABLE,
+    full_name,
     table_path,
 )
 from shardstream.spark.delta.commits import committed_watermark, open_table
@@ -73,6 +74,7 @@ def complete_collections(root: str | Path, *, history: bool, max_columns: int) -
                 str(path),
                 table,
                 mode="error",
+                name=full_name(db, coll),
                 configuration=CDF_CONFIGURATION,
                 commit_properties=marks.properties(),
             )

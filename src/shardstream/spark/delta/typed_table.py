@@ -19,23 +19,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import bson
 import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 
+from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import open_table
 from shardstream.spark.delta.mirror_prepare import quoted
 from shardstream.spark.delta.typed_rows import ColumnSet
+from shardstream.transform.raw.extended_json import bson_to_json
 
 _log = logging.getLogger(__name__)
 CDF_CONFIGURATION: Final = {"delta.enableChangeDataFeed": "true"}
 DOC: Final = "_doc"
 DOCUMENT_ID: Final = "_documentId"
-# Decoded as written: every BSON type kept (the projection types from them).
-_DOC_OPTIONS: Final[bson.CodecOptions[dict[str, Any]]] = bson.CodecOptions(
-    uuid_representation=bson.binary.UuidRepresentation.UNSPECIFIED,
-    datetime_conversion=bson.DatetimeConversion.DATETIME_AUTO,
-)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,8 +52,11 @@ class TableKind:
 
 
 def decode_document(raw: bytes) -> dict[str, Any]:
-    """A ``_doc`` value decoded with every BSON type kept."""
-    return bson.decode(raw, _DOC_OPTIONS)
+    """A ``_doc`` value decoded as the batches decode documents (``token_json.loads`` of its
+    canonical Extended JSON: Symbol, Undefined and DBPointer kept distinct), so a rewrite
+    projects every row as its batch did."""
+    document: dict[str, Any] = loads(bson_to_json(raw))
+    return document
 
 
 def evolved_table(
@@ -65,8 +64,13 @@ def evolved_table(
     kind: TableKind,
     documents: Iterable[Mapping[str, Any]],
     max_columns: int,
+    name: str,
 ) -> tuple[DeltaTable, ColumnSet]:
-    """The table at ``path`` with columns for ``documents`` (created if missing), and them."""
+    """The table at ``path`` with columns for ``documents`` (created if missing), and them.
+
+    Args:
+        name: the collection's ``<db>.<coll>``, the created table's metadata name.
+    """
     table = open_table(path)
     stored = _schema(table)
     before = ColumnSet.of_schema(stored, kind.reserved, max_columns)
@@ -76,7 +80,11 @@ def evolved_table(
     if table is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         DeltaTable.create(
-            str(path), pa.schema(wanted), mode="ignore", configuration=CDF_CONFIGURATION
+            str(path),
+            pa.schema(wanted),
+            mode="ignore",
+            name=name,
+            configuration=CDF_CONFIGURATION,
         )
         _log.info("%s %s: created with %d columns", kind.label, path, len(wanted))
         return DeltaTable(str(path)), columns

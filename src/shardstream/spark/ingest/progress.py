@@ -144,7 +144,9 @@ def watermark_lag(
     if source_time is None:
         return mark
     if isinstance(source_time, Timestamp):
-        return f"{mark} (lag {_duration(source_time.time - seconds)} behind the source's newest)"
+        return (
+            f"{mark} (lag {_duration(source_time.time - seconds)} behind the source's newest entry)"
+        )
     lag = ((now or datetime.datetime.now(datetime.UTC)) - moment).total_seconds()
     return f"{mark} (lag {_duration(lag)})"
 
