@@ -229,7 +229,7 @@ def test_a_crash_before_the_state_commits_replays_into_the_state_only(
 
 def _ddl_rows() -> dict[str, Any]:
     """Documents in five collections of two databases, then a drop, a rename onto an
-    existing collection and a dropDatabase."""
+    existing collection, a dropDatabase and a document inserted again after it."""
     rows: dict[str, Any] = {}
     rows["orders"] = [
         event_row("insert", ns=("shop", "orders"), _id=n, doc={"_id": n, "qty": n})
@@ -247,6 +247,7 @@ def _ddl_rows() -> dict[str, Any]:
     rows["drop"] = event_row("drop", ns=("shop", "orders"))
     rows["rename"] = event_row("rename", ns=("shop", "a"), to=("shop", "b"))
     rows["dropDatabase"] = event_row("dropDatabase", ns=("crm", None))
+    rows["again"] = event_row("insert", ns=("crm", "x"), _id=1, doc={"_id": 1, "in": "x+"})
     return rows
 
 
@@ -262,6 +263,7 @@ def _stream(rows: dict[str, Any]) -> list[dict[str, Any]]:
         dict(rows["drop"]),
         rows["rename"],
         rows["dropDatabase"],
+        rows["again"],
     ]
 
 
@@ -297,7 +299,8 @@ def test_drop_rename_and_drop_database_end_the_collections(
     """A drop empties the collection's mirror (kept) and ends every open version at its
     token; a rename moves the documents to the target's mirror, ends the versions on both
     sides and starts the moved ones with _op rename; a dropDatabase ends each of its
-    collections.  The same whether the DDL shares a batch with the writes or not."""
+    collections, and a document inserted after it starts anew.  The same whether the DDL
+    shares a batch with the writes or not."""
     rows = _ddl_rows()
     _write(tmp_path, _batches(_stream(rows), tokens_per_batch))
     drop, rename = rows["drop"]["_id"], rows["rename"]["_id"]
@@ -305,16 +308,19 @@ def test_drop_rename_and_drop_database_end_the_collections(
     token = {name: [row["_id"] for row in rows[name]] for name in ("orders", "a", "b", "crm")}
     update = rows["update"]["_id"]
     renamed = {"_id": 1, "name": "a1+"}, {"_id": 2, "name": "a2"}
+    again = {"_id": 1, "in": "x+"}
     assert collections_state(tmp_path) == {
-        ("shop", "b"): {bson.encode({"_id": d["_id"]}): bson.encode(d) for d in renamed}
+        ("shop", "b"): {bson.encode({"_id": d["_id"]}): bson.encode(d) for d in renamed},
+        ("crm", "x"): {bson.encode({"_id": 1}): bson.encode(again)},
     }
     mirrors = collection_tables(tmp_path, MIRROR_DIR)
     assert set(mirrors) == {("shop", c) for c in ("orders", "a", "b")} | {
         ("crm", "x"),
         ("crm", "y"),
     }
+    held = {("shop", "b"): 2, ("crm", "x"): 1}
     assert {name: table.num_rows for name, table in mirrors.items()} == {
-        name: 2 if name == ("shop", "b") else 0 for name in mirrors
+        name: held.get(name, 0) for name in mirrors
     }
     assert _versions(tmp_path, "shop", "orders") == {
         (n, "insert", t, drop) for n, t in zip((1, 2, 3), token["orders"], strict=True)
@@ -329,10 +335,11 @@ def test_drop_rename_and_drop_database_end_the_collections(
         (1, "rename", rename, None),
         (2, "rename", rename, None),
     }
-    for index, coll in enumerate(("x", "y")):
-        assert _versions(tmp_path, "crm", coll) == {
-            (1, "insert", token["crm"][index], drop_database)
-        }
+    assert _versions(tmp_path, "crm", "x") == {
+        (1, "insert", token["crm"][0], drop_database),
+        (1, "insert", rows["again"]["_id"], None),
+    }
+    assert _versions(tmp_path, "crm", "y") == {(1, "insert", token["crm"][1], drop_database)}
     history_b = read_rows(table_path(tmp_path, HISTORY_DIR, "shop", "b"))
     open_docs = {
         bson.decode(row["_doc"])["_id"]: row["_doc"]

@@ -19,6 +19,7 @@ from shardstream.spark.delta.commits import (
     already_committed,
     committed_watermark,
     open_table,
+    table_rows,
 )
 from shardstream.spark.source.rows import EVENT_SCHEMA, PUBLIC_COLUMNS
 
@@ -47,7 +48,7 @@ class DeltaChangelog:
         table = open_table(self.path)
         if self._watermark is None or table is None:
             return None
-        ids = table.to_pyarrow_dataset().to_table(columns=["_id"])["_id"]
+        ids = table_rows(table, ["_id"])["_id"]
         first: str | None = pc.min(ids).as_py()
         return first
 

@@ -28,6 +28,7 @@ from shardstream.spark.delta.commits import (
     already_committed,
     committed_watermark,
     open_table,
+    table_rows,
 )
 from shardstream.spark.delta.mirror_prepare import (
     DELETE,
@@ -186,7 +187,7 @@ class DeltaMirror:
     def read_all(self) -> pa.Table:
         """The whole mirror (for checks and small tables)."""
         table = open_table(self.path)
-        return table.to_pyarrow_table() if table else MIRROR_SCHEMA.empty_table()
+        return table_rows(table).cast(MIRROR_SCHEMA) if table else MIRROR_SCHEMA.empty_table()
 
     def _table(self) -> DeltaTable:
         table = open_table(self.path)

@@ -25,7 +25,7 @@ from shardstream.spark.delta.collection_paths import (
     table_name,
     table_path,
 )
-from shardstream.spark.delta.commits import open_table
+from shardstream.spark.delta.commits import open_table, table_rows
 from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
 from shardstream.spark.delta.typed_table import decode_document
 
@@ -42,7 +42,7 @@ def read_table(root: str | Path, name: str) -> pa.Table:
     schema = CHANGELOG_SCHEMA if name == CHANGELOG_TABLE else MIRROR_SCHEMA
     if table is None:
         return schema.empty_table()
-    return table.to_pyarrow_table().cast(schema)
+    return table_rows(table).cast(schema)
 
 
 def mirror_state(mirror: pa.Table) -> dict[tuple[str, str], dict[bytes, bytes]]:
@@ -69,7 +69,7 @@ def collections_state(root: str | Path) -> dict[tuple[str, str], dict[bytes, byt
         table = open_table(table_path(root, MIRROR_DIR, db, coll))
         assert table is not None
         documents: dict[bytes, bytes] = {}
-        for raw in pa.table(table.to_pyarrow_table())["_doc"].to_pylist():
+        for raw in table_rows(table, ["_doc"])["_doc"].to_pylist():
             key = bson.encode({"_id": decode_document(raw)["_id"]})
             if key in documents:
                 raise SinkError(f"expected one mirror row per document in {db}.{coll}, got two")
@@ -88,7 +88,7 @@ def collection_tables(root: str | Path) -> dict[str, pa.Table]:
         for db, coll in collections_of(root, kind):
             table = open_table(table_path(root, kind, db, coll))
             assert table is not None
-            rows = pa.table(table.to_pyarrow_table())
+            rows = table_rows(table)
             rows = rows.select(sorted(rows.column_names))
             tables[table_name(kind, db, coll)] = rows.sort_by([(k, "ascending") for k in keys])
     return tables

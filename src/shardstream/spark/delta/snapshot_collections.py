@@ -35,7 +35,7 @@ from shardstream.spark.delta.collection_paths import (
     full_name,
     table_path,
 )
-from shardstream.spark.delta.commits import committed_watermark, open_table
+from shardstream.spark.delta.commits import committed_watermark, open_table, table_rows
 from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
 from shardstream.spark.delta.typed_rows import ColumnSet
 from shardstream.spark.delta.typed_table import CDF_CONFIGURATION, DOC, DOCUMENT_ID, TableKind
@@ -58,7 +58,7 @@ def complete_collections(root: str | Path, *, history: bool, max_columns: int) -
         return None
     marks = SnapshotMarks(start=times[0], read_end=times[1], token=token)
     rows: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in pa.table(state.to_pyarrow_table()).to_pylist():
+    for row in table_rows(state).to_pylist():
         rows[(row["db"], row["coll"])].append(row)
     created = 0
     for (db, coll), documents in sorted(rows.items()):

@@ -23,7 +23,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.commits import open_table
+from shardstream.spark.delta.commits import open_table, table_rows
 from shardstream.spark.delta.mirror_prepare import quoted
 from shardstream.spark.delta.typed_rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -110,7 +110,7 @@ def _schema(table: DeltaTable | None) -> pa.Schema | None:
 
 def _rewrite(table: DeltaTable, kind: TableKind, columns: ColumnSet) -> None:
     """Every row projected again from its ``_doc`` under ``columns``, in one overwrite."""
-    stored = pa.table(table.to_pyarrow_table())
+    stored = table_rows(table)
     documents = [decode_document(raw) for raw in stored[DOC].to_pylist()]
     arrays = columns.project(documents)
     for field in kind.system:

@@ -19,6 +19,7 @@ from shardstream.spark.delta.collection_paths import (
     collections_of,
     table_path,
 )
+from shardstream.spark.delta.commits import table_rows
 
 SHOWN_ROWS: Final = 2
 _HIDDEN: Final = ("_doc", "_token", "_clusterTime", "_documentId")
@@ -31,7 +32,7 @@ def show_collections(out: TextIO, root: Path) -> None:
     busiest: tuple[int, tuple[str, str]] | None = None
     for db, coll in collections_of(root, MIRROR_DIR):
         table = DeltaTable(str(table_path(root, MIRROR_DIR, db, coll)))
-        rows = pa.table(table.to_pyarrow_table())
+        rows = table_rows(table)
         columns = [name for name in rows.column_names if name not in _HIDDEN]
         out.write(f"\n{table_path(root, MIRROR_DIR, db, coll)}: {rows.num_rows} documents\n")
         out.write("  " + ", ".join(f"{n} {rows.schema.field(n).type}" for n in columns)[:_WIDTH])
@@ -50,7 +51,7 @@ def _show_history(out: TextIO, root: Path, db: str, coll: str) -> None:
     path = table_path(root, HISTORY_DIR, db, coll)
     if not (path / "_delta_log").is_dir():
         return
-    history = pa.table(DeltaTable(str(path)).to_pyarrow_table())
+    history = table_rows(DeltaTable(str(path)))
     ids = history["_documentId"]
     counts = pc.value_counts(ids).to_pylist()
     chosen = max(counts, key=lambda item: (item["counts"], item["values"]))["values"]
