@@ -24,6 +24,7 @@ from deltalake import DeltaTable
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.collection_paths import collections_of, table_path
 from shardstream.spark.delta.column_types import column_value
+from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.typed_rows import ID, RESCUED, column_type
 from shardstream.spark.delta.typed_table import decode_document
 from shardstream.transform.update.apply_update import apply_update
@@ -35,7 +36,7 @@ _RELAXED = json_util.JSONOptions(json_mode=json_util.JSONMode.RELAXED)
 
 def read_rows(path: Path) -> pa.Table:
     """A whole Delta table at ``path``, as delta-rs reads it."""
-    return pa.table(DeltaTable(str(path)).to_pyarrow_table())
+    return table_rows(DeltaTable(str(path)))
 
 
 def collection_tables(root: Path, kind: str) -> dict[Namespace, pa.Table]:

@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable
 
 from shardstream.errors import ConfigurationError, SinkError
-from shardstream.spark.delta.commits import WATERMARK_KEY, transaction_app_id
+from shardstream.spark.delta.commits import WATERMARK_KEY, table_rows, transaction_app_id
 from shardstream.spark.delta.maintenance import active_files
 from shardstream.spark.delta.mirror_check import mirror_state
 from shardstream.spark.delta.sink import LakehouseSink, resume_watermark
@@ -27,12 +27,12 @@ _TOKENS = [event.token.data for event in _EVENTS]
 
 
 def _changelog_tokens(root: Path) -> list[str]:
-    table = DeltaTable(str(root / "changelog")).to_pyarrow_table()
+    table = table_rows(DeltaTable(str(root / "changelog")))
     return sorted(table["_id"].to_pylist())
 
 
 def _mirror(root: Path) -> pa.Table:
-    return DeltaTable(str(root / "mirror")).to_pyarrow_table()
+    return table_rows(DeltaTable(str(root / "mirror")))
 
 
 def test_batches_give_every_event_once_and_the_true_final_state(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_per_shard_row_order_is_restored_before_writing(tmp_path: Path) -> None:
     batch = event_batches(_EVENTS, len(_EVENTS))[0]
     shuffled = batch.sort_by([("shard", "ascending"), ("_id", "descending")])
     LakehouseSink(tmp_path, "app").write_batch(shuffled, 0)
-    changelog = DeltaTable(str(tmp_path / "changelog")).to_pyarrow_table()
+    changelog = table_rows(DeltaTable(str(tmp_path / "changelog")))
     assert changelog["_id"].to_pylist() == _TOKENS
     assert mirror_state(_mirror(tmp_path)) == expected_state(_RESULT)
 

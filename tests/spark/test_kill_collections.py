@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
@@ -28,7 +27,7 @@ from shardstream.spark.delta.collection_paths import (
     table_name,
     table_path,
 )
-from shardstream.spark.delta.commits import transaction_app_id
+from shardstream.spark.delta.commits import table_rows, transaction_app_id
 from shardstream.spark.delta.mirror_check import collections_state
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
@@ -83,12 +82,8 @@ def test_a_killed_batch_replayed_leaves_every_collection_table_complete(
             assert version is not None
             assert version <= last
     for db, coll in collections_of(root, MIRROR_DIR):
-        mirror = pa.table(
-            DeltaTable(str(table_path(root, MIRROR_DIR, db, coll))).to_pyarrow_table()
-        )
-        history = pa.table(
-            DeltaTable(str(table_path(root, HISTORY_DIR, db, coll))).to_pyarrow_table()
-        )
+        mirror = table_rows(DeltaTable(str(table_path(root, MIRROR_DIR, db, coll))))
+        history = table_rows(DeltaTable(str(table_path(root, HISTORY_DIR, db, coll))))
         open_versions = history.filter(pc.is_null(history["__END_AT"]))
         # One open version per document in the mirror, no more (a batch applied twice
         # would open a second one), and each is the mirror's document.

@@ -28,8 +28,11 @@ from shardstream.spark.delta.column_types import (
     JSON_COLUMN,
     JSON_KIND,
     KIND_KEY,
-    column_value,
+    Converter,
+    Fitter,
+    converter,
     fits,
+    fitter,
     merged,
     relaxed_json,
     safe_name,
@@ -83,6 +86,16 @@ class ColumnSet:
     fields: dict[str, ColumnType]
     reserved: frozenset[str]
     max_columns: int = 500
+    _checks: dict[str, tuple[ColumnType, Fitter, Converter]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def _check(self, name: str, kind: ColumnType) -> tuple[ColumnType, Fitter, Converter]:
+        """The column's compiled fitter and converter (rebuilt when its type changed)."""
+        found = self._checks.get(name)
+        if found is None or found[0] is not kind:
+            found = self._checks[name] = (kind, fitter(kind), converter(kind))
+        return found
 
     @classmethod
     def of_schema(
@@ -99,13 +112,16 @@ class ColumnSet:
         return cls(id_type, fields, frozenset(reserved), max_columns)
 
     def copy(self) -> ColumnSet:
-        return dataclasses.replace(self, fields=dict(self.fields))
+        return dataclasses.replace(self, fields=dict(self.fields), _checks=dict(self._checks))
 
     def fold(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Add and widen columns for ``documents``, in stream order."""
         taken = {name.casefold() for name in (ID, *self.reserved, *self.fields)}
         for document in documents:
             id_value = document.get(ID)
+            if self.id_type is not None and self._check(ID, self.id_type)[1](id_value):
+                self._fold_fields(document, taken)  # the common case: nothing new
+                continue
             found = merged(self.id_type, value_type(id_value))
             # An _id deciding no type ({}) or not fitting its column's: JSON, as mixed types.
             if found is CONFLICT or (
@@ -113,22 +129,30 @@ class ColumnSet:
             ):
                 found = JSON_COLUMN
             self.id_type = found
-            for name, value in document.items():
-                if name == ID:
+            self._fold_fields(document, taken)
+
+    def _fold_fields(self, document: Mapping[str, Any], taken: set[str]) -> None:
+        """:meth:`fold` of one document's fields other than ``_id``."""
+        fields = self.fields
+        for name, value in document.items():
+            current = fields.get(name)
+            if current is not None:
+                # A value its column holds changes nothing: no type to build for it.
+                if value is None or self._check(name, current)[1](value):
                     continue
+                widened = merged(current, value_type(value))
+                if widened is not CONFLICT and widened is not None:
+                    fields[name] = widened
+            elif (
+                name != ID
+                and value is not None
+                and len(fields) < self.max_columns
+                and safe_name(name)
+                and name.casefold() not in taken
+            ):
                 kind = value_type(value)
-                current = self.fields.get(name)
-                if current is not None:
-                    widened = merged(current, kind)
-                    if widened is not CONFLICT and widened is not None:
-                        self.fields[name] = widened
-                elif (
-                    kind is not None
-                    and len(self.fields) < self.max_columns
-                    and safe_name(name)
-                    and name.casefold() not in taken
-                ):
-                    self.fields[name] = kind
+                if kind is not None:
+                    fields[name] = kind
                     taken.add(name.casefold())
 
     def arrow_fields(self) -> list[pa.Field]:
@@ -148,28 +172,31 @@ class ColumnSet:
         ``_rescued``."""
         columns: dict[str, list[Any]] = {name: [] for name in (ID, *self.fields)}
         rescued_column: list[str | None] = []
-        id_type = self.id_type or pa.string()
+        convert_id = self._check(ID, self.id_type or pa.string())[2]
+        checks = [
+            (name, columns[name], *self._check(name, kind)[1:])
+            for name, kind in self.fields.items()
+        ]
+        known = set(self.fields)
         for document in documents:
             if document is None:
                 for values in columns.values():
                     values.append(None)
                 rescued_column.append(None)
                 continue
-            columns[ID].append(column_value(document.get(ID), id_type))
+            columns[ID].append(convert_id(document.get(ID)))
             rescued: dict[str, Any] = {}
-            for name, values in columns.items():
-                if name == ID:
-                    continue
+            for name, values, holds, convert in checks:
                 value = document.get(name)
-                kind = self.fields[name]
-                if fits(value, kind):
-                    values.append(column_value(value, kind))
+                if holds(value):
+                    values.append(convert(value))
                 else:
                     values.append(None)
                     rescued[name] = value
-            for name, value in document.items():
-                if name != ID and name not in self.fields and value is not None:
-                    rescued[name] = value
+            if not known.issuperset(document):
+                for name, value in document.items():
+                    if name != ID and name not in known and value is not None:
+                        rescued[name] = value
             rescued_column.append(relaxed_json(rescued) if rescued else None)
         arrays = {
             field.name: pa.array(columns[field.name], field.type) for field in self.arrow_fields()
