@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import bson
 import pyarrow as pa
 
 from shardstream.spark.delta.commits import (
@@ -38,6 +37,7 @@ from shardstream.spark.delta.typed_rows import RESCUED
 from shardstream.spark.delta.typed_table import (
     DOC,
     DOCUMENT_ID,
+    BatchTyping,
     TableKind,
     evolved_table,
     merge_columns,
@@ -130,11 +130,13 @@ def write_history(
     max_columns: int,
     *,
     title: str,
+    typing: BatchTyping | None = None,
 ) -> int | None:
     """Write a batch's versions of one collection into its history at ``path``.
 
     ``name`` is the table's name in its commit markers, ``title`` the collection's
-    ``<db>.<coll>`` (``collection_paths.table_name``, ``full_name``).
+    ``<db>.<coll>`` (``collection_paths.table_name``, ``full_name``); ``typing`` the batch's
+    typing work shared with the collection's mirror.
 
     Returns:
         The versions inserted, or None when the table already has the batch (a replay).
@@ -145,10 +147,12 @@ def write_history(
     if not found.rows and not found.stored_ends and found.collection_end is None:
         return 0
     documents = [change.document for change in found.rows if change.document is not None]
-    table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns, title)
+    shared = typing or BatchTyping()
+    table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns, title, shared)
     closing = list(found.stored_ends.items())
-    arrays = columns.project([*documents, *(None for _ in closing)])
-    arrays[DOC] = pa.array([*(bson.encode(d) for d in documents), *(None for _ in closing)])
+    rows: list[Mapping[str, Any] | None] = [*documents, *(None for _ in closing)]
+    arrays = shared.project(columns, rows)
+    arrays[DOC] = shared.encoded(rows)
     arrays[START_AT] = pa.array([*(c.token for c in found.rows), *(None for _ in closing)])
     arrays[END_AT] = pa.array([*found.ends, *(end for _, end in closing)], pa.string())
     arrays[OP] = pa.array([*(c.operation for c in found.rows), *(None for _ in closing)])

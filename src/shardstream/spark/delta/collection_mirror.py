@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import bson
 import pyarrow as pa
 
 from shardstream.spark.delta.commits import (
@@ -35,6 +34,7 @@ from shardstream.spark.delta.typed_rows import RESCUED
 from shardstream.spark.delta.typed_table import (
     DOC,
     DOCUMENT_ID,
+    BatchTyping,
     TableKind,
     evolved_table,
     merge_columns,
@@ -83,12 +83,14 @@ def write_mirror(
     max_columns: int,
     *,
     title: str,
+    typing: BatchTyping | None = None,
 ) -> int | None:
     """Merge a batch's final rows of one collection into its mirror at ``path``.
 
     Args:
         name: the table's name in its commit markers (``collection_paths.table_name``).
         title: the collection's ``<db>.<coll>`` (``collection_paths.full_name``).
+        typing: the batch's typing work shared with the collection's history.
         versions: every document version of the batch, in stream order: the columns are
             inferred from all of them, so a batch's cut never changes a column's type.
         max_columns: the most field columns the table gets.
@@ -100,12 +102,11 @@ def write_mirror(
         return None
     if not rows:
         return 0
-    table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns, title)
-    arrays = columns.project([row.document for row in rows])
-    arrays[DOC] = pa.array(
-        [bson.encode(row.document) if row.document is not None else None for row in rows],
-        pa.binary(),
-    )
+    shared = typing or BatchTyping()
+    table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns, title, shared)
+    documents = [row.document for row in rows]
+    arrays = shared.project(columns, documents)
+    arrays[DOC] = shared.encoded(documents)
     arrays[TOKEN] = pa.array([row.token for row in rows], pa.string())
     arrays[CLUSTER_TIME] = pa.array([row.cluster_time for row in rows], CLUSTER_TIME_TYPE)
     arrays[DOCUMENT_ID] = pa.array([row.document_id for row in rows], pa.string())

@@ -40,6 +40,7 @@ from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.mirror_prepare import DELETE, PreparedBatch
 from shardstream.spark.delta.mirror_state import SET_OPERATIONS, Namespace
+from shardstream.spark.delta.typed_table import BatchTyping
 
 _EVENT_COLUMNS = ("_id", "operationType", "clusterTime", "db", "coll", "documentKey")
 
@@ -84,22 +85,12 @@ def write_collections(
     changes = collection_changes(root, fresh, prepared.versions, documents)
     finals = _final_rows(prepared.source, documents)
     mirrors: dict[Namespace, int | None] = {}
-    for namespace in sorted(finals):
-        db, coll = namespace
-        versions = [c.document for c in changes.get(namespace, ()) if c.document is not None]
-        mirrors[namespace] = write_mirror(
-            table_path(root, MIRROR_DIR, db, coll),
-            table_name(MIRROR_DIR, db, coll),
-            finals[namespace],
-            versions,
-            commit,
-            max_columns,
-            title=full_name(db, coll),
-        )
     written: dict[Namespace, int | None] = {}
-    if history:
-        for namespace in sorted(changes):
-            db, coll = namespace
+    for namespace in sorted({*finals, *changes}):
+        db, coll = namespace
+        # The history first: the mirror's rows are some of its versions, typed once.
+        typing = BatchTyping()
+        if history and namespace in changes:
             written[namespace] = write_history(
                 table_path(root, HISTORY_DIR, db, coll),
                 table_name(HISTORY_DIR, db, coll),
@@ -107,6 +98,19 @@ def write_collections(
                 commit,
                 max_columns,
                 title=full_name(db, coll),
+                typing=typing,
+            )
+        if namespace in finals:
+            versions = [c.document for c in changes.get(namespace, ()) if c.document is not None]
+            mirrors[namespace] = write_mirror(
+                table_path(root, MIRROR_DIR, db, coll),
+                table_name(MIRROR_DIR, db, coll),
+                finals[namespace],
+                versions,
+                commit,
+                max_columns,
+                title=full_name(db, coll),
+                typing=typing,
             )
     return CollectionWrites(mirrors, written)
 

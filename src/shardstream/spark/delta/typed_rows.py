@@ -111,6 +111,10 @@ class ColumnSet:
                 fields[field.name] = column_type(field)
         return cls(id_type, fields, frozenset(reserved), max_columns)
 
+    def signature(self) -> tuple[Any, ...]:
+        """What decides a fold's and a projection's outcome: equal signatures, equal results."""
+        return (self.id_type, tuple(self.fields.items()), self.reserved, self.max_columns)
+
     def copy(self) -> ColumnSet:
         return dataclasses.replace(self, fields=dict(self.fields), _checks=dict(self._checks))
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import bson
 import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 
@@ -48,7 +49,78 @@ class TableKind:
 
     @property
     def reserved(self) -> tuple[str, ...]:
-        return tuple(field.name for field in self.system)
+        """The names no field column may take: every collection table's system columns, so
+        that a collection's mirror and history type a document alike (and share the work)."""
+        return RESERVED_NAMES
+
+
+RESERVED_NAMES: Final = (
+    "_rescued",
+    "_doc",
+    "_token",
+    "_clusterTime",
+    "_documentId",
+    "__START_AT",
+    "__END_AT",
+    "_op",
+)
+
+
+class BatchTyping:
+    """The typing work one batch's tables of a collection share.
+
+    The history and the mirror of a collection fold the same versions into (usually) the
+    same columns, and the mirror's rows are some of the history's: each fold, projection and
+    document encoding is done once per batch and reused, matched by the documents' identity
+    (the batch decodes each text once, so equal documents are the same objects).
+    """
+
+    def __init__(self) -> None:
+        self._folds: dict[tuple[Any, ...], ColumnSet] = {}
+        self._projections: dict[tuple[Any, ...], tuple[dict[int, int], dict[str, pa.Array]]] = {}
+        self._encoded: dict[int, bytes] = {}
+
+    def fold(self, before: ColumnSet, documents: Sequence[Mapping[str, Any]]) -> ColumnSet:
+        """``before`` with ``documents`` folded in (a copy)."""
+        key = (*before.signature(), tuple(map(id, documents)))
+        found = self._folds.get(key)
+        if found is None:
+            found = before.copy()
+            found.fold(documents)
+            self._folds[key] = found
+        return found.copy()
+
+    def project(
+        self, columns: ColumnSet, documents: Sequence[Mapping[str, Any] | None]
+    ) -> dict[str, pa.Array]:
+        """``columns.project(documents)``, taken from an earlier projection when that held
+        every one of ``documents`` under the same columns."""
+        key = columns.signature()
+        earlier = self._projections.get(key)
+        if earlier is not None:
+            index, arrays = earlier
+            rows = [None if d is None else index.get(id(d), -1) for d in documents]
+            if -1 not in rows:
+                take = pa.array(rows, pa.int64())
+                return {name: array.take(take) for name, array in arrays.items()}
+        arrays = columns.project(documents)
+        index = {id(d): row for row, d in enumerate(documents) if d is not None}
+        self._projections[key] = (index, arrays)
+        return arrays
+
+    def encoded(self, documents: Sequence[Mapping[str, Any] | None]) -> pa.Array:
+        """The documents' BSON (``_doc``; None: null)."""
+        encoded = self._encoded
+        values: list[bytes | None] = []
+        for document in documents:
+            if document is None:
+                values.append(None)
+                continue
+            raw = encoded.get(id(document))
+            if raw is None:
+                raw = encoded[id(document)] = bson.encode(document)
+            values.append(raw)
+        return pa.array(values, pa.binary())
 
 
 def decode_document(raw: bytes) -> dict[str, Any]:
@@ -62,20 +134,21 @@ def decode_document(raw: bytes) -> dict[str, Any]:
 def evolved_table(
     path: Path,
     kind: TableKind,
-    documents: Iterable[Mapping[str, Any]],
+    documents: Sequence[Mapping[str, Any]],
     max_columns: int,
     name: str,
+    typing: BatchTyping | None = None,
 ) -> tuple[DeltaTable, ColumnSet]:
     """The table at ``path`` with columns for ``documents`` (created if missing), and them.
 
     Args:
         name: the collection's ``<db>.<coll>``, the created table's metadata name.
+        typing: the batch's shared typing work (None: none shared).
     """
     table = open_table(path)
     stored = _schema(table)
     before = ColumnSet.of_schema(stored, kind.reserved, max_columns)
-    columns = before.copy()
-    columns.fold(documents)
+    columns = (typing or BatchTyping()).fold(before, documents)
     wanted = [*columns.arrow_fields(), *kind.system]
     if table is None:
         path.parent.mkdir(parents=True, exist_ok=True)
