@@ -143,7 +143,11 @@ def test_the_spark_demo_checks_both_tables(spark: Any, tmp_path: Path) -> None:
     text = out.getvalue()
     assert "chunk migrations" in text
     assert "exactly once: yes" in text
-    assert text.rstrip().endswith("byte for byte): yes")
+    assert text.rstrip().endswith("byte for byte through _doc): yes")
+    # Typed rows of each collection, one document's versions and a change feed are shown.
+    assert f"{tmp_path / 'lake' / 'mirror' / 'shop'}" in text
+    assert "versions of _id" in text
+    assert "change data feed of shop." in text
 
 
 @pytest.mark.spark

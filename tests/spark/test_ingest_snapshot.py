@@ -30,8 +30,14 @@ from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource
 from shardstream.spark.delta import snapshot_tables
 from shardstream.spark.delta.changelog import DeltaChangelog
+from shardstream.spark.delta.collection_paths import state_table
 from shardstream.spark.delta.mirror import DeltaMirror
-from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.mirror_check import (
+    changelog_difference,
+    collections_state,
+    mirror_state,
+    read_table,
+)
 from shardstream.spark.delta.snapshot_tables import snapshot_in_changelog
 from shardstream.spark.ingest import snapshot
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
@@ -241,7 +247,11 @@ def _streaming(spark: Any) -> Callable[[], bool]:
 def _reached(root: Path, source: SimulatedSource) -> Callable[[], bool]:
     """Whether both tables hold the run's last event."""
     last = merged_events(source.result)[-1].token.data
-    return lambda: DeltaChangelog(root).watermark == last == DeltaMirror(root).watermark
+    return lambda: (
+        DeltaChangelog(root).watermark
+        == last
+        == DeltaMirror(root, table=state_table(root)).watermark
+    )
 
 
 def _then(majority_time: Callable[[Any], Any], source: SimulatedSource) -> Callable[[Any], Any]:
@@ -276,6 +286,9 @@ def _check_tables(
 ) -> None:
     """The mirror is the source's final data; the change log the snapshot plus the stream."""
     assert mirror_state(read_table(root, "mirror")) == encoded_state(source.result.final_state)
+    # The typed per-collection mirrors (the default layout): the snapshot's tables, then
+    # the stream's batches, end in the same final data.
+    assert collections_state(root) == encoded_state(source.result.final_state)
     held = snapshot_in_changelog(root)
     assert held is not None
     start = held[0]
