@@ -181,3 +181,17 @@ def test_maintenance_compacts_both_tables_and_keeps_the_exactly_once_markers(
 def test_a_negative_maintenance_interval_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="expected --optimize-every N with N >= 0, got -1"):
         LakehouseSink(tmp_path, "app-1", optimize_every=-1)
+
+
+def test_a_lakehouse_keeps_the_mirror_layout_it_was_written_in(tmp_path: Path) -> None:
+    """The per-collection layout keeps its state in _mirror_state, the single one in
+    mirror: a sink of the other layout on the same root would start a second state."""
+    from shardstream.spark.ingest import MirrorLayout
+
+    batch = event_batches(_EVENTS, 90)[0]
+    LakehouseSink(tmp_path / "a", "app", layout=MirrorLayout.COLLECTIONS).write_batch(batch, 0)
+    with pytest.raises(SinkError, match="--mirror-layout collections"):
+        LakehouseSink(tmp_path / "a", "app", layout=MirrorLayout.SINGLE)
+    LakehouseSink(tmp_path / "b", "app").write_batch(batch, 0)
+    with pytest.raises(SinkError, match="--mirror-layout single"):
+        LakehouseSink(tmp_path / "b", "app", layout=MirrorLayout.COLLECTIONS)

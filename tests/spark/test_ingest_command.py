@@ -79,6 +79,11 @@ def test_oplog_files_join_as_one_option() -> None:
         (["--simulate", "--driver-memory", "lots"], "expected --driver-memory as a size"),
         (["--simulate", "--driver-memory", "300m"], "expected --driver-memory of at least 512m"),
         (["--simulate", "--show-raw-update-description"], "a replay-only server flag"),
+        (["--simulate", "--max-columns", "-1"], "expected --max-columns N with N >= 0"),
+        (
+            ["--simulate", "--mirror-layout", "single", "--no-history"],
+            "expected --no-history and --max-columns only with --mirror-layout collections",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_spark_starts(
