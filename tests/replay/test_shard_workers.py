@@ -223,7 +223,9 @@ def test_a_reader_whose_writer_closes_without_an_end_fails() -> None:
 def test_a_workers_transform_error_keeps_its_ts_and_code(tmp_path: Path) -> None:
     """The same exception as in one process: class, message and attributes."""
     oplogs = {name: list(generate_entries(40, n)) for n, name in enumerate("abcd")}
-    v1_update = make.update(T[59], 1, {}) | {"o": {"$set": {"x": 1}}}  # $v:1: refused on 8.2
+    # After the shard's last entry (an entry out of ts order would be refused as that first).
+    after = Timestamp(oplogs["d"][-1]["ts"].time + 1, 1)
+    v1_update = make.update(after, 1, {}) | {"o": {"$set": {"x": 1}}}  # $v:1: refused on 8.2
     oplogs["d"].append(v1_update)  # read by the worker
     shards = _files(tmp_path, oplogs)
     errors = []
@@ -232,7 +234,7 @@ def test_a_workers_transform_error_keeps_its_ts_and_code(tmp_path: Path) -> None
             _replay(tmp_path, shards, ChangeStreamOptions(), workers)
         errors.append((str(caught.value), caught.value.ts, caught.value.code))
     assert errors[0] == errors[1]
-    assert errors[1][1] == T[59]
+    assert errors[1][1] == after
     assert errors[1][2] is not None
 
 

@@ -88,7 +88,7 @@ def _python(raw: bytes, relaxed: bool) -> tuple[Any, ...] | Exception:
 
 
 @pytest.mark.parametrize("relaxed", [False, True], ids=["canonical", "relaxed"])
-@settings(max_examples=600)
+@settings(max_examples=300)
 @given(raw=EVENTS)
 def test_compiled_fields_are_the_python_readers_or_none(relaxed: bool, raw: bytes) -> None:
     fast = compiled.event_fields(raw, relaxed)

@@ -135,14 +135,14 @@ def _expected(raw: bytes, options: Any) -> str:
 
 
 @WRITERS
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(DOCUMENTS)
 def test_canonical_text_is_json_utils(write: Writer, raw: bytes) -> None:
     assert write(raw) == _expected(raw, CANONICAL)
 
 
 @WRITERS
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(DOCUMENTS)
 def test_relaxed_text_is_json_utils(write: Writer, raw: bytes) -> None:
     assert write(raw, relaxed=True) == _expected(raw, RELAXED)

@@ -123,13 +123,13 @@ def _decodes_and_round_trips(raw: bytes) -> bool:
     return encode_event_document(decoded) == raw
 
 
-@settings(max_examples=1500)
+@settings(max_examples=600)
 @given(damaged(), st.one_of(st.just(MAX_NESTING), st.integers(0, 6)))
 def test_the_compiled_check_is_the_python_check(raw: bytes, max_nesting: int) -> None:
     assert compiled(raw, max_nesting) is check_entry(raw, max_nesting)
 
 
-@settings(max_examples=1500)
+@settings(max_examples=600)
 @given(damaged())
 def test_what_the_check_accepts_decodes_and_round_trips(raw: bytes) -> None:
     if check_entry(raw):
