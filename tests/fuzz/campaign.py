@@ -25,7 +25,7 @@ from tests.fuzz.spark_case import spark_case
 # Per 100 inputs: replay (mutated shards, every CLI path), the Spark source's readers,
 # Extended JSON lines, tokens.
 _MIX = (("replay", 60), ("spark", 10), ("ejson", 15), ("token", 15))
-_KINDS = ("traceback", "hang", "exit 0 with different output", "other")
+_KINDS = ("traceback", "hang", "exit 0 with different output", "other", "harness")
 _SHOWN = 10  # failures printed in full per job
 
 
@@ -43,19 +43,25 @@ def campaign(count: int, seed: int, *, workers_every: int = 10) -> Iterator[tupl
         for index in range(count):
             kind = rng.choices(kinds, weights)[0]
             corpus = corpora[rng.randrange(len(corpora))]
-            if kind == "replay":
-                failures = replay_case(rng, corpus, directory, workers=index % workers_every == 0)
-            elif kind == "spark":
-                failures = spark_case(rng, corpus, directory)
-            elif kind == "ejson":
-                failures = ejson_case(rng, corpus, directory)
-            else:
-                failures = token_case(rng, tokens, token_file)
+            try:
+                if kind == "replay":
+                    workers = index % workers_every == 0
+                    failures = replay_case(rng, corpus, directory, workers=workers)
+                elif kind == "spark":
+                    failures = spark_case(rng, corpus, directory)
+                elif kind == "ejson":
+                    failures = ejson_case(rng, corpus, directory)
+                else:
+                    failures = token_case(rng, tokens, token_file)
+            except Exception:  # the harness broke on this input: say so, go on with the rest
+                failures = [(f"{kind} input {index}", f"harness: {traceback.format_exc()}")]
             yield kind, failures
 
 
 def failure_kind(problem: str) -> str:
     """The report's class of a failure."""
+    if problem.startswith("harness"):
+        return "harness"
     if problem.startswith(("traceback", "reference crash")):
         return "traceback"
     if "hang" in problem.split("\n", 1)[0]:

@@ -186,7 +186,8 @@ def odd_apply_ops(rng: random.Random, shards: Shards) -> str:
         ops = o["applyOps"]
         choice = rng.random()
         if choice < 0.3:
-            o["applyOps"] = rng.choice([None, 5, "ops", {"0": ops[0] if ops else {}}])
+            first = ops[0] if isinstance(ops, list) and ops else {}  # an earlier mutation's
+            o["applyOps"] = rng.choice([None, 5, "ops", {"0": first}])
         elif choice < 0.6 and isinstance(ops, list) and ops:
             op = ops[rng.randrange(len(ops))]
             if isinstance(op, dict):
