@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.collection_paths import collections_of, table_path
-from shardstream.spark.delta.column_types import column_value
+from shardstream.spark.delta.column_values import column_value
 from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.typed_rows import ID, RESCUED, column_type
 from shardstream.spark.delta.typed_table import decode_document

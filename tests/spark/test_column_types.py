@@ -30,12 +30,11 @@ from shardstream.spark.delta.column_types import (
     CONFLICT,
     JSON_COLUMN,
     TIMESTAMP,
-    column_value,
     fits,
     merged,
-    relaxed_json,
     value_type,
 )
+from shardstream.spark.delta.column_values import column_value, relaxed_json
 from tests.strategies import NAMES, SCALARS
 
 # Dates past year 9999 parse back as DatetimeMS, as the sink decodes them.

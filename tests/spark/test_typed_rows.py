@@ -14,13 +14,8 @@ from bson.timestamp import Timestamp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardstream.spark.delta.column_types import (
-    JSON_COLUMN,
-    KIND_KEY,
-    TIMESTAMP,
-    column_value,
-    relaxed_json,
-)
+from shardstream.spark.delta.column_types import JSON_COLUMN, KIND_KEY, TIMESTAMP
+from shardstream.spark.delta.column_values import column_value, relaxed_json
 from shardstream.spark.delta.typed_rows import (
     ID,
     RESCUED,

@@ -17,14 +17,15 @@ The lattice, from relaxed BSON:
 * null, an empty document and an empty array decide nothing.
 
 A value whose type neither equals nor widens into its column's is *rescued* (kept in the
-table's ``_rescued`` column): :func:`merged` returns :data:`CONFLICT`.
+table's ``_rescued`` column): :func:`merged` returns :data:`CONFLICT`.  How a column holds a
+value (and whether it can) is :mod:`shardstream.spark.delta.column_values`'.
 """
 
 from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
@@ -34,8 +35,6 @@ from bson.code import Code
 from bson.decimal128 import Decimal128
 from bson.int64 import Int64
 from bson.objectid import ObjectId
-
-from shardstream.resume_token.token_json import to_json_ready
 
 KIND_KEY: Final = b"shardstream.kind"  # a JSON column's field metadata: {KIND_KEY: b"json"}
 JSON_KIND: Final = b"json"
@@ -72,57 +71,57 @@ def safe_name(name: str) -> bool:
     return bool(name) and not any(char in _UNSAFE_NAME for char in name)
 
 
-_INT32: Final = pa.int32()
-_INT64: Final = pa.int64()
-_DOUBLE: Final = pa.float64()
-_STRING: Final = pa.string()
+INT32: Final = pa.int32()
+INT64: Final = pa.int64()
+DOUBLE: Final = pa.float64()
+STRING: Final = pa.string()
 # Fast paths, by the value's exact class (a subclass such as Code takes the general way).
-_SCALAR_KINDS: Final[dict[type, pa.DataType]] = {
+SCALAR_KINDS: Final[dict[type, pa.DataType]] = {
     bool: pa.bool_(),
-    float: _DOUBLE,
-    str: _STRING,
-    Int64: _INT64,
-    ObjectId: _STRING,
-    Decimal128: _STRING,
+    float: DOUBLE,
+    str: STRING,
+    Int64: INT64,
+    ObjectId: STRING,
+    Decimal128: STRING,
     datetime.datetime: TIMESTAMP,
     bytes: pa.binary(),
 }
-_LISTS: Final = {kind: pa.list_(kind) for kind in {*_SCALAR_KINDS.values(), _INT32}}
+LISTS: Final = {kind: pa.list_(kind) for kind in {*SCALAR_KINDS.values(), INT32}}
 # The classes whose values a scalar column holds as they are (an int32 column: in range).
-_HELD: Final[dict[pa.DataType, frozenset[type]]] = {
-    _INT32: frozenset({int}),
-    _INT64: frozenset({int, Int64}),
-    _DOUBLE: frozenset({int, Int64, float}),
+HELD: Final[dict[pa.DataType, frozenset[type]]] = {
+    INT32: frozenset({int}),
+    INT64: frozenset({int, Int64}),
+    DOUBLE: frozenset({int, Int64, float}),
     pa.bool_(): frozenset({bool}),
-    _STRING: frozenset({str, ObjectId, Decimal128}),
+    STRING: frozenset({str, ObjectId, Decimal128}),
     TIMESTAMP: frozenset({datetime.datetime}),
     pa.binary(): frozenset({bytes}),
 }
-_STRING_LIST: Final = _LISTS[_STRING]
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+STRING_LIST: Final = LISTS[STRING]
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-def _int_kind(values: Any) -> pa.DataType:
+def int_kind(values: Any) -> pa.DataType:
     """int32 when every int of ``values`` is in its range, else int64."""
-    return _INT32 if min(values) >= _INT32_MIN and max(values) <= _INT32_MAX else _INT64
+    return INT32 if min(values) >= INT32_MIN and max(values) <= INT32_MAX else INT64
 
 
 def value_type(value: Any) -> ValueType:
     """The type ``value`` decides: an Arrow type, ``"json"``, or None (null, ``{}``, ``[]``)."""
     cls = type(value)
-    kind = _SCALAR_KINDS.get(cls)
+    kind = SCALAR_KINDS.get(cls)
     if kind is not None:
         return kind
     if cls is int:
-        return _INT32 if _INT32_MIN <= value <= _INT32_MAX else _INT64
+        return INT32 if INT32_MIN <= value <= INT32_MAX else INT64
     if cls is list and value:
         classes = set(map(type, value))
         if len(classes) == 1:
             only = classes.pop()
-            if only in _SCALAR_KINDS:
-                return _LISTS[_SCALAR_KINDS[only]]
+            if only in SCALAR_KINDS:
+                return LISTS[SCALAR_KINDS[only]]
             if only is int:
-                return _LISTS[_int_kind(value)]
+                return LISTS[int_kind(value)]
     if value is None:
         return None
     if isinstance(value, bool):
@@ -144,14 +143,14 @@ def value_type(value: Any) -> ValueType:
         return pa.string() if isinstance(value, uuid.UUID) else pa.binary()
     if type(value) is datetime.datetime:
         return TIMESTAMP
-    if _is_document(value):
+    if is_document(value):
         return _document_type(value)
     if isinstance(value, list):
         return _array_type(value)
     return _JSON_MARK
 
 
-def _is_document(value: Any) -> bool:
+def is_document(value: Any) -> bool:
     return isinstance(value, Mapping) and not hasattr(value, "collection")  # a DBRef is JSON
 
 
@@ -231,16 +230,16 @@ def fits(value: Any, kind: pa.DataType | str) -> bool:
     """
     if value is None or isinstance(kind, str):  # JSON_COLUMN holds anything
         return True
-    held = _HELD.get(kind)
+    held = HELD.get(kind)
     if held is not None and type(value) in held:
-        return bool(kind != _INT32 or _INT32_MIN <= value <= _INT32_MAX)
+        return bool(kind != INT32 or INT32_MIN <= value <= INT32_MAX)
     if type(value) is list and value and pa.types.is_list(kind):
-        held = _HELD.get(kind.value_type)
+        held = HELD.get(kind.value_type)
         if held is not None and set(map(type, value)) <= held:
-            return bool(kind.value_type != _INT32 or _int_kind(value) == _INT32)
+            return bool(kind.value_type != INT32 or int_kind(value) == INT32)
     if pa.types.is_struct(kind):
         fields = {field.name: field.type for field in kind}
-        return _is_document(value) and all(
+        return is_document(value) and all(
             fits(child, fields[name]) if name in fields else value_type(child) is None
             for name, child in value.items()
         )
@@ -248,113 +247,3 @@ def fits(value: Any, kind: pa.DataType | str) -> bool:
         return isinstance(value, list) and all(fits(item, kind.value_type) for item in value)
     found = value_type(value)
     return found is not None and merged(kind, found) == kind
-
-
-def column_value(value: Any, kind: pa.DataType | str) -> Any:
-    """``value`` as a column of type ``kind`` holds it (``kind`` must be one it
-    :func:`fits`)."""
-    if value is None:
-        return None
-    if isinstance(kind, str):  # JSON_COLUMN
-        return relaxed_json(value)
-    cls = type(value)
-    if (cls is str and kind == _STRING) or (cls is float and kind == _DOUBLE):
-        return value
-    if cls is int and kind in (_INT32, _INT64):
-        return value
-    if cls is list and value and kind == _STRING_LIST and set(map(type, value)) == {str}:
-        return value
-    if pa.types.is_struct(kind):
-        return {field.name: column_value(value.get(field.name), field.type) for field in kind}
-    if pa.types.is_list(kind):
-        return [column_value(element, kind.value_type) for element in value]
-    if pa.types.is_string(kind):
-        if isinstance(value, Binary):
-            return str(uuid.UUID(bytes=bytes(value)))
-        return str(value)
-    if pa.types.is_floating(kind):
-        return float(value)
-    if pa.types.is_integer(kind):
-        return int(value)
-    if pa.types.is_binary(kind):
-        return bytes(value)
-    if pa.types.is_timestamp(kind):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-    return value
-
-
-def relaxed_json(value: Any) -> str:
-    """Relaxed Extended JSON of ``value`` (``_rescued``, JSON columns, a mixed ``_id``).
-
-    Symbol, Undefined and DBPointer (as the state's Extended JSON decodes them) are written
-    as their wrappers: json_util cannot write shardstream's own types.
-    """
-    return json_util.dumps(to_json_ready(value), json_options=RELAXED)
-
-
-Fitter = Callable[[Any], bool]
-Converter = Callable[[Any], Any]
-
-
-def fitter(kind: pa.DataType | str) -> Fitter:
-    """:func:`fits` for one column type, built once: a column's values are checked without
-    hashing or inspecting its Arrow type again for each of them."""
-    if isinstance(kind, str):  # JSON_COLUMN
-        return lambda _: True
-    held = _HELD.get(kind)
-    if held is not None:
-        is_int32 = kind == _INT32
-
-        def check_scalar(value: Any) -> bool:
-            if value is None:
-                return True
-            if type(value) in held:
-                return not is_int32 or _INT32_MIN <= value <= _INT32_MAX
-            return fits(value, kind)  # a subclass, a Binary UUID ...: the general way
-
-        return check_scalar
-    if pa.types.is_list(kind):
-        element = fitter(kind.value_type)
-        return lambda value: value is None or (type(value) is list and all(map(element, value)))
-    if pa.types.is_struct(kind):
-        children = {field.name: fitter(field.type) for field in kind}
-
-        def check_document(value: Any) -> bool:
-            if value is None:
-                return True
-            if not _is_document(value):
-                return False
-            for name, child in value.items():
-                check = children.get(name)
-                if check is None:
-                    if value_type(child) is not None:
-                        return False
-                elif not check(child):
-                    return False
-            return True
-
-        return check_document
-    return lambda value: fits(value, kind)
-
-
-def converter(kind: pa.DataType | str) -> Converter:
-    """:func:`column_value` for one column type, built once (see :func:`fitter`)."""
-    if isinstance(kind, str):  # JSON_COLUMN
-        return lambda value: None if value is None else relaxed_json(value)
-    if pa.types.is_list(kind):
-        element = converter(kind.value_type)
-        return lambda value: None if value is None else [element(item) for item in value]
-    if pa.types.is_struct(kind):
-        children = [(field.name, converter(field.type)) for field in kind]
-        return lambda value: (
-            None
-            if value is None
-            else {name: convert(value.get(name)) for name, convert in children}
-        )
-    plain = {_STRING: str, _INT32: int, _INT64: int, _DOUBLE: float}.get(kind)
-    if plain is not None:
-        # Values of exactly that class are already what the column holds.
-        return lambda value: (
-            value if type(value) is plain or value is None else column_value(value, kind)
-        )
-    return lambda value: column_value(value, kind)

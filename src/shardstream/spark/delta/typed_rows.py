@@ -28,15 +28,17 @@ from shardstream.spark.delta.column_types import (
     JSON_COLUMN,
     JSON_KIND,
     KIND_KEY,
+    fits,
+    merged,
+    safe_name,
+    value_type,
+)
+from shardstream.spark.delta.column_values import (
     Converter,
     Fitter,
     converter,
-    fits,
     fitter,
-    merged,
     relaxed_json,
-    safe_name,
-    value_type,
 )
 
 ID: Final = "_id"
