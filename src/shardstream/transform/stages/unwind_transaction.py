@@ -65,15 +65,22 @@ class UnwindTransaction:
             return
         o = entry.get("o")
         if not isinstance(o, Mapping):
+            # A transaction's entry without its document: mongod reads it back by optime
+            # and fails on it (5543806), so it is kept for a commit to find, not missed (286).
+            if "txnNumber" in entry:
+                self._keep(entry)
             return
         if isinstance(o.get("applyOps"), list) and (
             o.get("partialTxn") is True or o.get("prepare") is True
         ):
-            ts = entry.get("ts")
-            if isinstance(ts, Timestamp) and len(self._partial) < _MAX_REMEMBERED:
-                self._partial[ts] = entry
+            self._keep(entry)
         elif "abortTransaction" in o:
             self._forget_chain(entry)
+
+    def _keep(self, entry: Mapping[str, Any]) -> None:
+        ts = entry.get("ts")
+        if isinstance(ts, Timestamp) and len(self._partial) < _MAX_REMEMBERED:
+            self._partial[ts] = entry
 
     def is_unwindable(self, entry: Mapping[str, Any]) -> bool:
         """Whether ``entry`` carries ops to unwind (a committing applyOps or a commit)."""
