@@ -141,11 +141,12 @@ def write_history(
     Returns:
         The versions inserted, or None when the table already has the batch (a replay).
     """
-    if already_committed(open_table(path), commit, name):
+    stored = open_table(path)
+    if already_committed(stored, commit, name):
         return None
     found = _versions(changes)
-    if not found.rows and not found.stored_ends and found.collection_end is None:
-        return 0
+    if not found.rows and (stored is None or (not found.stored_ends and not found.collection_end)):
+        return 0  # no version to add, nor a stored one to end
     documents = [change.document for change in found.rows if change.document is not None]
     shared = typing or BatchTyping()
     table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns, title, shared)

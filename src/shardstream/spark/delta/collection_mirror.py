@@ -102,6 +102,8 @@ def write_mirror(
         return None
     if not rows:
         return 0
+    # A collection whose documents the batch inserted and deleted still gets its (empty)
+    # table, as it would had the batch been cut between the two: tables never depend on cuts.
     shared = typing or BatchTyping()
     table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns, title, shared)
     documents = [row.document for row in rows]
