@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import io
+from pathlib import Path
 
+import bson
 from bson.timestamp import Timestamp
 
 from shardstream.resume_token import ResumeTokenData, encode_token
@@ -14,6 +16,7 @@ from shardstream.spark.delta.maintenance import Maintained
 from shardstream.spark.delta.mirror import MirrorWrite
 from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.progress import IngestProgress, watermark_lag
+from tests import factories as make
 
 
 def _token(seconds: int) -> str:
@@ -91,3 +94,25 @@ def test_a_maintenance_run_gets_a_line_of_its_own() -> None:
     assert out.getvalue() == (
         "ingest: compacted after batch 99: changelog 100 -> 1 files, mirror 40 -> 3 files\n"
     )
+
+
+def test_a_bounded_sources_newest_time_is_its_last_entry(tmp_path: Path) -> None:
+    """The lag's reference for files and simulations: the newest ts over every shard (the
+    index's last entry for BSON files, the run's last entry for a simulation); unknown for
+    Extended JSON files and a live cluster."""
+    from shardstream.spark.source.options import parse_options
+    from shardstream.spark.source.shard_inputs import newest_time
+    from shardstream.spark.source.simulated_input import simulated_run
+
+    a, b = tmp_path / "a.bson", tmp_path / "b.bson"
+    a.write_bytes(b"".join(bson.encode(make.insert(Timestamp(10, i), {"_id": i})) for i in (1, 2)))
+    b.write_bytes(bson.encode(make.insert(Timestamp(12, 7), {"_id": 9})))
+    assert newest_time(parse_options({"oplog": f"a={a},b={b}"})) == Timestamp(12, 7)
+    jsonl = tmp_path / "c.jsonl"
+    jsonl.write_text("")
+    assert newest_time(parse_options({"oplog": f"c={jsonl}"})) is None
+    spec = parse_options({"simulate": "true", "shards": "2", "entries": "30", "seed": "3"})
+    assert spec.simulation is not None
+    last = max(oplog[-1]["ts"] for oplog in simulated_run(spec.simulation).oplogs.values())
+    assert newest_time(spec) == last
+    assert newest_time(parse_options({"uri": "mongodb://localhost:1/"})) is None
