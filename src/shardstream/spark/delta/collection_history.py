@@ -35,6 +35,7 @@ from shardstream.spark.delta.commits import (
 from shardstream.spark.delta.mirror_prepare import quoted, sql_literal
 from shardstream.spark.delta.typed_rows import RESCUED
 from shardstream.spark.delta.typed_table import (
+    CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
     BatchTyping,
@@ -47,7 +48,6 @@ from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 START_AT: Final = "__START_AT"
 END_AT: Final = "__END_AT"
 OP: Final = "_op"
-CLUSTER_TIME: Final = "_clusterTime"
 _CLOSE: Final = "_close"
 HISTORY_KIND: Final = TableKind(
     (
@@ -149,7 +149,9 @@ def write_history(
         return 0  # no version to add, nor a stored one to end
     documents = [change.document for change in found.rows if change.document is not None]
     shared = typing or BatchTyping()
-    table, columns = evolved_table(path, HISTORY_KIND, documents, max_columns, title, shared)
+    table, columns = evolved_table(
+        path, HISTORY_KIND, documents, max_columns, title, shared, stored=stored
+    )
     closing = list(found.stored_ends.items())
     rows: list[Mapping[str, Any] | None] = [*documents, *(None for _ in closing)]
     arrays = shared.project(columns, rows)

@@ -32,6 +32,7 @@ from shardstream.spark.delta.commits import (
 from shardstream.spark.delta.mirror_prepare import quoted
 from shardstream.spark.delta.typed_rows import RESCUED
 from shardstream.spark.delta.typed_table import (
+    CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
     BatchTyping,
@@ -42,7 +43,6 @@ from shardstream.spark.delta.typed_table import (
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
 TOKEN: Final = "_token"
-CLUSTER_TIME: Final = "_clusterTime"
 _DELETE: Final = "_delete"
 MIRROR_KIND: Final = TableKind(
     (
@@ -98,14 +98,17 @@ def write_mirror(
     Returns:
         The rows merged, or None when the table already has the batch (a replay).
     """
-    if already_committed(open_table(path), commit, name):
+    stored = open_table(path)
+    if already_committed(stored, commit, name):
         return None
     if not rows:
         return 0
     # A collection whose documents the batch inserted and deleted still gets its (empty)
     # table, as it would had the batch been cut between the two: tables never depend on cuts.
     shared = typing or BatchTyping()
-    table, columns = evolved_table(path, MIRROR_KIND, versions, max_columns, title, shared)
+    table, columns = evolved_table(
+        path, MIRROR_KIND, versions, max_columns, title, shared, stored=stored
+    )
     documents = [row.document for row in rows]
     arrays = shared.project(columns, documents)
     arrays[DOC] = shared.encoded(documents)

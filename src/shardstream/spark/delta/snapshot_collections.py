@@ -21,7 +21,6 @@ from deltalake import write_deltalake
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.collection_history import (
-    CLUSTER_TIME,
     END_AT,
     HISTORY_KIND,
     OP,
@@ -38,7 +37,13 @@ from shardstream.spark.delta.collection_paths import (
 from shardstream.spark.delta.commits import committed_watermark, open_table, table_rows
 from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
 from shardstream.spark.delta.typed_rows import ColumnSet
-from shardstream.spark.delta.typed_table import CDF_CONFIGURATION, DOC, DOCUMENT_ID, TableKind
+from shardstream.spark.delta.typed_table import (
+    CDF_CONFIGURATION,
+    CLUSTER_TIME,
+    DOC,
+    DOCUMENT_ID,
+    TableKind,
+)
 
 
 def complete_collections(root: str | Path, *, history: bool, max_columns: int) -> int | None:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, Field, write_deltalake
 
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.commits import open_table, table_rows
+from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.mirror_prepare import quoted
 from shardstream.spark.delta.typed_rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -54,6 +54,8 @@ class TableKind:
         return RESERVED_NAMES
 
 
+CLUSTER_TIME: Final = "_clusterTime"
+"""The cluster time column of both kinds (the last change's, or the version's start)."""
 RESERVED_NAMES: Final = (
     "_rescued",
     "_doc",
@@ -138,16 +140,20 @@ def evolved_table(
     max_columns: int,
     name: str,
     typing: BatchTyping | None = None,
+    *,
+    stored: DeltaTable | None,
 ) -> tuple[DeltaTable, ColumnSet]:
     """The table at ``path`` with columns for ``documents`` (created if missing), and them.
 
     Args:
         name: the collection's ``<db>.<coll>``, the created table's metadata name.
         typing: the batch's shared typing work (None: none shared).
+        stored: the table as the caller opened it to check its markers (None: it does not
+            exist yet), so a batch reads each table's log once.
     """
-    table = open_table(path)
-    stored = _schema(table)
-    before = ColumnSet.of_schema(stored, kind.reserved, max_columns)
+    table = stored
+    schema = _schema(table)
+    before = ColumnSet.of_schema(schema, kind.reserved, max_columns)
     columns = (typing or BatchTyping()).fold(before, documents)
     wanted = [*columns.arrow_fields(), *kind.system]
     if table is None:
@@ -161,12 +167,12 @@ def evolved_table(
         )
         _log.info("%s %s: created with %d columns", kind.label, path, len(wanted))
         return DeltaTable(str(path)), columns
-    assert stored is not None
+    assert schema is not None
     if columns.widened_from(before):
         _rewrite(table, kind, columns)
         _log.info("%s %s: column types widened, table rewritten from _doc", kind.label, path)
         return DeltaTable(str(path)), columns
-    added = [field for field in wanted if field.name not in stored.names]
+    added = [field for field in wanted if field.name not in schema.names]
     if added:
         table.alter.add_columns([Field.from_arrow(field) for field in added])
         for field in added:
