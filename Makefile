@@ -10,8 +10,8 @@ STAMP_VENV := $(VENV)/.pinned-pip
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_SPARK := $(VENV)/.installed-spark
-# An editable install builds the one C module in place: a change to it needs a reinstall.
-BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch])
+# An editable install builds the C modules in place: a change to one needs a reinstall.
+BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch] src/shardstream/resume_token/_*.c)
 
 .PHONY: demo test lint typecheck unit bench fuzz lock lockcheck clean
 
@@ -73,4 +73,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) .lock-venv build src/*.egg-info src/shardstream/transform/raw/*.so
+	rm -rf $(VENV) .lock-venv build src/*.egg-info src/shardstream/transform/raw/*.so src/shardstream/resume_token/*.so

@@ -1,11 +1,15 @@
-"""The one compiled module: the Extended JSON writer's C half, the reader of a change
-event's row fields that uses it, and the fast path's check of an entry's bytes (everything
-else is in pyproject).
+"""The compiled modules (everything else is in pyproject): ``_ejson``, the Extended JSON
+writer's C half, the reader of a change event's row fields that uses it, and the fast
+path's check of an entry's bytes; ``_json_read``, the canonical Extended JSON reader's C half
+(``token_json.loads``).
 
 ``optional=True``: where no C compiler is found the install still succeeds and
 ``shardstream.transform.raw.extended_json`` writes everything with its Python walker (same
-text, slower); ``tests/transform/test_raw_extended_json.py`` fails if the module is missing.
+text, slower), ``token_json.loads`` reads with its Python hook;
+``tests/transform/test_raw_extended_json.py`` and ``tests/resume_token/test_json_read.py``
+fail if a module is missing.
 """
+from __future__ import annotations
 
 from setuptools import Extension, setup
 
@@ -20,6 +24,11 @@ setup(
             ],
             depends=["src/shardstream/transform/raw/_ejson.h"],
             optional=True,
-        )
+        ),
+        Extension(
+            "shardstream.resume_token._json_read",
+            ["src/shardstream/resume_token/_json_read.c"],
+            optional=True,
+        ),
     ]
 )

@@ -139,7 +139,10 @@ def replayed_history(changelog: pa.Table, updates: Mapping[str, Any]) -> dict[Na
 
 
 def stored_history(table: pa.Table) -> History:
-    """A history table's versions in :func:`replayed_history`'s shape."""
+    """A history table's versions in :func:`replayed_history`'s shape, after checking that
+    its partition column ``_current`` says which versions are open."""
+    for row in table.select(["__START_AT", "__END_AT", "_current"]).to_pylist():
+        assert row["_current"] is (row["__END_AT"] is None), row
     return {
         (id_key(row["_doc"]), row["__START_AT"]): Version(row["_op"], row["_doc"], row["__END_AT"])
         for row in table.select(["_doc", "__START_AT", "__END_AT", "_op"]).to_pylist()

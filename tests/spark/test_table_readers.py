@@ -52,10 +52,24 @@ def _paths(root: Path, kind: str) -> Iterator[tuple[Namespace, Path]]:
 
 
 def _dataset(path: Path) -> pyarrow.dataset.Dataset:
-    """The table's pyarrow dataset over its local Parquet files. ``to_pyarrow_dataset()``
+    """The table's pyarrow dataset over its local Parquet files, its partition columns (the
+    history's ``_current``) read from their hive-style directories. ``to_pyarrow_dataset()``
     reads through a Python file system from pyarrow's threads, and a process that used it
     aborted at exit one time in eight here (SIGABRT): not in the test process."""
-    return pyarrow.dataset.dataset(DeltaTable(str(path)).file_uris(), format="parquet")
+    table = DeltaTable(str(path))
+    schema = pa.schema(table.schema().to_arrow())
+    columns = table.metadata().partition_columns
+    partitioning = (
+        pyarrow.dataset.partitioning(pa.schema([schema.field(c) for c in columns]), flavor="hive")
+        if columns
+        else None
+    )
+    return pyarrow.dataset.dataset(
+        table.file_uris(),
+        format="parquet",
+        partitioning=partitioning,
+        partition_base_dir=str(path),
+    )
 
 
 def _duckdb(name: str, data: Any) -> duckdb.DuckDBPyConnection:

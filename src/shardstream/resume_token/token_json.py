@@ -31,8 +31,13 @@ from shardstream.resume_token.bson_values import (
     _UndefinedType,
     millis_to_date,
 )
-from shardstream.resume_token.json_input import depth_problem
+from shardstream.resume_token.json_input import MAX_JSON_DEPTH, depth_problem
 from shardstream.resume_token.token_data import ResumeTokenData, TokenType
+
+try:  # the compiled reader (setup.py: optional, as a C compiler may be missing)
+    from shardstream.resume_token._json_read import loads as _compiled_loads
+except ImportError:  # pragma: no cover - tests/resume_token/test_json_read.py fails instead
+    _compiled_loads = None  # type: ignore[assignment]
 
 JSON_OPTIONS: Final = json_util.CANONICAL_JSON_OPTIONS.with_options(
     datetime_conversion=DatetimeConversion.DATETIME_AUTO
@@ -117,10 +122,29 @@ def loads(text: str) -> Any:
             ``json_input.MAX_JSON_DEPTH``; a malformed type wrapper can raise any of
             ``json_input.EXTENDED_JSON_ERRORS``, which callers catch.
     """
+    if _compiled_loads is not None:
+        # C takes the common case (a document's canonical text) and leaves the rest here.
+        found = _compiled_loads(text, _UNSURE, Int64, ObjectId, _naive_date, MAX_JSON_DEPTH)
+        if found is not _UNSURE:
+            return found
+    return python_loads(text)
+
+
+def python_loads(text: str) -> Any:
+    """:func:`loads` without its compiled half: the reference the C reader is tested
+    against."""
     problem = depth_problem(text)
     if problem is not None:
         raise ValueError(problem)
     return json.loads(text, object_pairs_hook=_object_pairs_hook)
+
+
+_UNSURE: Final = object()  # the compiled reader's "not read here"
+
+
+def _naive_date(millis: Int64) -> Any:
+    """{"$date": {"$numberLong": ...}} as the hook below builds it."""
+    return millis_to_date(millis, aware=False)
 
 
 # The commonest type wrappers, parsed as json_util parses them (with a string value, alone
@@ -144,7 +168,7 @@ def _object_pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
         if key == "$date" and isinstance(value, Int64):
             # canonical {"$date": {"$numberLong": ...}}: json_util's value (naive UTC, as
             # JSON_OPTIONS decodes), without its ~14 us of checks
-            return millis_to_date(value, aware=False)
+            return _naive_date(value)
         if key == "$symbol" and isinstance(value, str):
             return Symbol(value)
         if key == "$undefined" and value is True:

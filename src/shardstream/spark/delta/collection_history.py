@@ -12,6 +12,12 @@ and a rename starts the moved documents' versions in the new name's history with
 shape, so their queries work unchanged, e.g. the state at a token ``T``:
 ``WHERE __START_AT <= T AND (__END_AT IS NULL OR __END_AT > T)``.
 
+The table is partitioned by ``_current`` (``__END_AT IS NULL``): a batch's MERGE reads and
+rewrites the current versions' files only, so its cost follows the collection's live
+documents, not the history's length (unpartitioned, every batch rewrote nearly every file:
+a long ingest slowed down batch after batch); ended versions move to ``_current = false``,
+whose files a batch only adds to.  ``WHERE _current`` reads the current state alone.
+
 A batch is one MERGE: its new versions inserted; each document's open version from earlier
 batches ended by the batch's first change to it; and, when the batch ends the whole
 collection, every other open version ended by ``WHEN NOT MATCHED BY SOURCE``.
@@ -26,6 +32,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from shardstream.errors import SinkError
 from shardstream.spark.delta.commits import (
     BatchCommit,
     already_committed,
@@ -48,6 +55,7 @@ from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 START_AT: Final = "__START_AT"
 END_AT: Final = "__END_AT"
 OP: Final = "_op"
+CURRENT: Final = "_current"
 _CLOSE: Final = "_close"
 HISTORY_KIND: Final = TableKind(
     (
@@ -58,13 +66,17 @@ HISTORY_KIND: Final = TableKind(
         pa.field(OP, pa.string()),
         pa.field(CLUSTER_TIME, CLUSTER_TIME_TYPE),
         pa.field(DOCUMENT_ID, pa.string()),
+        pa.field(CURRENT, pa.bool_()),
     ),
     "history",
+    partition_by=(CURRENT,),
 )
+# `t._current` first: delta-rs prunes the MERGE's target files by a partition literal.
 _MATCH: Final = (
-    f"t.{quoted(DOCUMENT_ID)} = s.{quoted(DOCUMENT_ID)} AND t.{quoted(END_AT)} IS NULL "
-    f"AND s.{quoted(_CLOSE)}"
+    f"t.{quoted(CURRENT)} = true AND t.{quoted(DOCUMENT_ID)} = s.{quoted(DOCUMENT_ID)} "
+    f"AND t.{quoted(END_AT)} IS NULL AND s.{quoted(_CLOSE)}"
 )
+_ENDED: Final = {quoted(CURRENT): "false"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -144,6 +156,12 @@ def write_history(
     stored = open_table(path)
     if already_committed(stored, commit, name):
         return None
+    if stored is not None and CURRENT not in stored.metadata().partition_columns:
+        raise SinkError(
+            f"expected the history table {path} partitioned by {CURRENT!r}, got partition "
+            f"columns {stored.metadata().partition_columns}: it was written by an earlier "
+            "shardstream; delete it (and the mirror's state) to ingest it anew"
+        )
     found = _versions(changes)
     if not found.rows and (stored is None or (not found.stored_ends and not found.collection_end)):
         return 0  # no version to add, nor a stored one to end
@@ -165,6 +183,7 @@ def write_history(
     arrays[DOCUMENT_ID] = pa.array(
         [*(c.document_id for c in found.rows), *(identity for identity, _ in closing)]
     )
+    arrays[CURRENT] = pa.array([*(end is None for end in found.ends), *(False for _ in closing)])
     arrays[_CLOSE] = pa.array([False] * len(found.rows) + [True] * len(closing))
     source = pa.table(arrays)
     properties = commit.properties(name, committed_watermark(table))
@@ -172,14 +191,14 @@ def write_history(
         table.merge(
             source, _MATCH, source_alias="s", target_alias="t", commit_properties=properties
         )
-        .when_matched_update(updates={quoted(END_AT): f"s.{quoted(END_AT)}"})
+        .when_matched_update(updates={quoted(END_AT): f"s.{quoted(END_AT)}", **_ENDED})
         .when_not_matched_insert(
             updates=merge_columns(table, source.column_names), predicate=f"NOT s.{quoted(_CLOSE)}"
         )
     )
     if found.collection_end is not None:
         merge = merge.when_not_matched_by_source_update(
-            updates={quoted(END_AT): sql_literal(found.collection_end)},
+            updates={quoted(END_AT): sql_literal(found.collection_end), **_ENDED},
             predicate=f"t.{quoted(END_AT)} IS NULL",
         )
     merge.execute()

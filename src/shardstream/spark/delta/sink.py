@@ -42,6 +42,7 @@ from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
 from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror, MirrorWrite
 from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS, MirrorLayout
 from shardstream.spark.source.rows import EVENT_SCHEMA
+from shardstream.transform.raw.encoded_stream import quiet_collector
 
 
 class CrashPoint(enum.Enum):
@@ -127,6 +128,12 @@ class LakehouseSink:
 
     def write_batch(self, events: pa.Table, batch_id: int) -> BatchOutcome:
         """Write one batch (any row order; ``EVENT_SCHEMA`` columns) into both tables."""
+        # A batch decodes and types every document it writes: hundreds of thousands of
+        # young containers, none in a cycle, that the collector would walk over and over.
+        with quiet_collector():
+            return self._write_batch(events, batch_id)
+
+    def _write_batch(self, events: pa.Table, batch_id: int) -> BatchOutcome:
         _check_columns(events)
         if not events.num_rows:
             return BatchOutcome(batch_id, 0, None, 0, None)

@@ -21,6 +21,7 @@ from deltalake import write_deltalake
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.collection_history import (
+    CURRENT,
     END_AT,
     HISTORY_KIND,
     OP,
@@ -79,6 +80,7 @@ def complete_collections(root: str | Path, *, history: bool, max_columns: int) -
                 str(path),
                 table,
                 mode="error",
+                partition_by=list(kind.partition_by) or None,
                 name=full_name(db, coll),
                 configuration=CDF_CONFIGURATION,
                 commit_properties=marks.properties(),
@@ -105,6 +107,7 @@ def _snapshot_table(
         arrays[END_AT] = pa.nulls(len(rows), pa.string())
         arrays[OP] = pa.array([SNAPSHOT_OPERATION] * len(rows), pa.string())
         arrays[CLUSTER_TIME] = times
+        arrays[CURRENT] = pa.array([True] * len(rows), pa.bool_())
     schema = pa.schema([*columns.arrow_fields(), *kind.system])
     return pa.Table.from_pydict({name: arrays[name] for name in schema.names}, schema=schema)
 

@@ -23,6 +23,7 @@ from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
 
+from shardstream.spark.delta.column_arrays import all_fit, arrow_type, column_array, gathered
 from shardstream.spark.delta.column_types import (
     CONFLICT,
     JSON_COLUMN,
@@ -121,37 +122,64 @@ class ColumnSet:
         return dataclasses.replace(self, fields=dict(self.fields), _checks=dict(self._checks))
 
     def fold(self, documents: Iterable[Mapping[str, Any]]) -> None:
-        """Add and widen columns for ``documents``, in stream order."""
-        taken = {name.casefold() for name in (ID, *self.reserved, *self.fields)}
-        for document in documents:
-            id_value = document.get(ID)
-            if self.id_type is not None and self._check(ID, self.id_type)[1](id_value):
-                self._fold_fields(document, taken)  # the common case: nothing new
-                continue
-            found = merged(self.id_type, value_type(id_value))
-            # An _id deciding no type ({}) or not fitting its column's: JSON, as mixed types.
-            if found is CONFLICT or (
-                id_value is not None and (found is None or not fits(id_value, found))
-            ):
-                found = JSON_COLUMN
-            self.id_type = found
-            self._fold_fields(document, taken)
+        """Add and widen columns for ``documents``, in stream order.
 
-    def _fold_fields(self, document: Mapping[str, Any], taken: set[str]) -> None:
-        """:meth:`fold` of one document's fields other than ``_id``."""
+        A column at a time: a column whose values all fit (nearly always) costs a look at
+        their classes; the others go value by value in stream order, and the fields without
+        a column document by document, as the order decides which become columns first.
+        """
+        documents = list(documents)
+        fields = self.fields
+        ids, *columns = gathered(documents, [ID, *fields])
+        if self.id_type is None or not all_fit(ids, self.id_type):
+            for id_value in ids:
+                self._fold_id(id_value)
+        for (name, kind), values in zip(list(fields.items()), columns, strict=True):
+            if all_fit(values, kind):
+                continue
+            for value in values:
+                current = fields[name]
+                if value is None or self._check(name, current)[1](value):
+                    continue
+                widened = merged(current, value_type(value))
+                if widened is not CONFLICT and widened is not None:
+                    fields[name] = widened
+        known = {ID, *fields}
+        if all(map(known.issuperset, documents)):
+            return
+        taken = {name.casefold() for name in (ID, *self.reserved, *fields)}
+        for document in documents:
+            if not known.issuperset(document):
+                self._fold_new_fields(document, known, taken)
+
+    def _fold_id(self, id_value: Any) -> None:
+        if self.id_type is not None and self._check(ID, self.id_type)[1](id_value):
+            return
+        found = merged(self.id_type, value_type(id_value))
+        # An _id deciding no type ({}) or not fitting its column's: JSON, as mixed types.
+        if found is CONFLICT or (
+            id_value is not None and (found is None or not fits(id_value, found))
+        ):
+            found = JSON_COLUMN
+        self.id_type = found
+
+    def _fold_new_fields(
+        self, document: Mapping[str, Any], known: set[str], taken: set[str]
+    ) -> None:
+        """:meth:`fold` of one document's fields that had no column when the fold began."""
         fields = self.fields
         for name, value in document.items():
+            if name in known:
+                continue
             current = fields.get(name)
             if current is not None:
-                # A value its column holds changes nothing: no type to build for it.
                 if value is None or self._check(name, current)[1](value):
                     continue
                 widened = merged(current, value_type(value))
                 if widened is not CONFLICT and widened is not None:
                     fields[name] = widened
             elif (
-                name != ID
-                and value is not None
+                value is not None
                 and len(fields) < self.max_columns
                 and safe_name(name)
                 and name.casefold() not in taken
@@ -176,36 +204,26 @@ class ColumnSet:
     def project(self, documents: Sequence[Mapping[str, Any] | None]) -> dict[str, pa.Array]:
         """The column arrays of ``documents`` (None: a row with every column null), plus
         ``_rescued``."""
-        columns: dict[str, list[Any]] = {name: [] for name in (ID, *self.fields)}
-        rescued_column: list[str | None] = []
-        convert_id = self._check(ID, self.id_type or pa.string())[2]
-        checks = [
-            (name, columns[name], *self._check(name, kind)[1:])
-            for name, kind in self.fields.items()
-        ]
-        known = set(self.fields)
-        for document in documents:
-            if document is None:
-                for values in columns.values():
-                    values.append(None)
-                rescued_column.append(None)
-                continue
-            columns[ID].append(convert_id(document.get(ID)))
-            rescued: dict[str, Any] = {}
-            for name, values, holds, convert in checks:
-                value = document.get(name)
-                if holds(value):
-                    values.append(convert(value))
-                else:
-                    values.append(None)
-                    rescued[name] = value
-            if not known.issuperset(document):
+        ids, *columns = gathered(documents, [ID, *self.fields])
+        id_kind = self.id_type or pa.string()
+        id_array, misfits = column_array(ids, id_kind)
+        if misfits:  # the fold made _id's column hold every _id: keep each one's value
+            convert = self._check(ID, id_kind)[2]
+            id_array = pa.array([convert(value) for value in ids], arrow_type(id_kind))
+        arrays = {ID: id_array}
+        rescued: dict[int, dict[str, Any]] = {}
+        for (name, kind), values in zip(self.fields.items(), columns, strict=True):
+            arrays[name], misfits = column_array(values, kind)
+            for row in misfits:
+                rescued.setdefault(row, {})[name] = values[row]
+        known = {ID, *self.fields}
+        for row, document in enumerate(documents):
+            if document is not None and not known.issuperset(document):
                 for name, value in document.items():
-                    if name != ID and name not in known and value is not None:
-                        rescued[name] = value
-            rescued_column.append(relaxed_json(rescued) if rescued else None)
-        arrays = {
-            field.name: pa.array(columns[field.name], field.type) for field in self.arrow_fields()
-        }
+                    if name not in known and value is not None:
+                        rescued.setdefault(row, {})[name] = value
+        rescued_column: list[str | None] = [None] * len(documents)
+        for row, fields in rescued.items():
+            rescued_column[row] = relaxed_json(fields)
         arrays[RESCUED] = pa.array(rescued_column, pa.string())
         return arrays

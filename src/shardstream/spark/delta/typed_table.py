@@ -42,10 +42,12 @@ class TableKind:
     Attributes:
         system: the system columns' Arrow fields (``_rescued`` first, ``_doc``, ...).
         label: the table's kind in log lines (``mirror``, ``history``).
+        partition_by: the system columns the table is partitioned by.
     """
 
     system: tuple[pa.Field, ...]
     label: str
+    partition_by: tuple[str, ...] = ()
 
     @property
     def reserved(self) -> tuple[str, ...]:
@@ -65,6 +67,7 @@ RESERVED_NAMES: Final = (
     "__START_AT",
     "__END_AT",
     "_op",
+    "_current",
 )
 
 
@@ -162,6 +165,7 @@ def evolved_table(
             str(path),
             pa.schema(wanted),
             mode="ignore",
+            partition_by=list(kind.partition_by) or None,
             name=name,
             configuration=CDF_CONFIGURATION,
         )
@@ -197,7 +201,13 @@ def _rewrite(table: DeltaTable, kind: TableKind, columns: ColumnSet) -> None:
             arrays[field.name] = stored[field.name].cast(field.type)
     schema = pa.schema([*columns.arrow_fields(), *kind.system])
     rewritten = pa.Table.from_pydict({name: arrays[name] for name in schema.names}, schema=schema)
-    write_deltalake(table, rewritten, mode="overwrite", schema_mode="overwrite")
+    write_deltalake(
+        table,
+        rewritten,
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=list(kind.partition_by) or None,
+    )
 
 
 def merge_columns(table: DeltaTable, source: Sequence[str]) -> dict[str, str]:

@@ -59,7 +59,8 @@ def _show_history(out: TextIO, root: Path, db: str, coll: str) -> None:
     out.write(f"\n{path}: {versions.num_rows} versions of _id {chosen}\n")
     for row in versions.to_pylist():
         start, end = row["__START_AT"], row["__END_AT"]
-        shown = {k: v for k, v in row.items() if k not in (*_HIDDEN, "__START_AT", "__END_AT")}
+        hidden = (*_HIDDEN, "__START_AT", "__END_AT", "_current")
+        shown = {k: v for k, v in row.items() if k not in hidden}
         out.write(f"  {row['_op']:<7} {start[:18]}.. -> {(end or 'open')[:18]:<18} ")
         out.write(f"{_text(shown)[:100]}\n")
 

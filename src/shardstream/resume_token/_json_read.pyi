@@ -1,0 +1,13 @@
+from collections.abc import Callable
+from typing import Any
+
+# The compiled half of token_json.loads (see _json_read.c): `unsure` where Python must read.
+def loads(
+    text: str,
+    unsure: object,
+    int64: type,
+    object_id: type,
+    date: Callable[[Any], Any],
+    max_depth: int,
+    /,
+) -> Any: ...

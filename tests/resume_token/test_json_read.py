@@ -1,0 +1,135 @@
+"""The compiled Extended JSON reader against token_json's Python parser, its reference.
+
+Whatever the text, the C half either gives exactly the Python parser's value (the same
+classes all the way down, the same field order) or leaves the text to it; and it decides
+the common case itself, or it would speed nothing up.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from typing import Any
+
+import pytest
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shardstream.resume_token import token_json
+from shardstream.resume_token._json_read import loads as compiled_loads
+from shardstream.resume_token.json_input import MAX_JSON_DEPTH
+from shardstream.resume_token.token_json import dumps, python_loads
+from tests.strategies import INT32, INT64, NAMES, OBJECT_IDS, TEXT, bson_values
+
+UNSURE = object()
+
+
+def compiled(text: Any) -> Any:
+    return compiled_loads(text, UNSURE, Int64, ObjectId, token_json._naive_date, MAX_JSON_DEPTH)
+
+
+def same(left: Any, right: Any) -> bool:
+    """Equal values of the same classes, documents with their fields in the same order."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(same(left[k], right[k]) for k in left)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(same, left, right))
+    if isinstance(left, float) and math.isnan(left):
+        return math.isnan(right)
+    return bool(left == right)
+
+
+def agrees(text: str) -> Any:
+    """The compiled result, after checking it against the reference's."""
+    found = compiled(text)
+    try:
+        expected = python_loads(text)
+    except Exception:
+        assert found is UNSURE, f"C read text the reference refuses: {text!r}"
+        return found
+    assert found is UNSURE or same(found, expected), text
+    return found
+
+
+@given(bson_values())
+def test_any_bson_value_in_canonical_text_reads_as_the_reference_reads_it(value: Any) -> None:
+    agrees(dumps({"v": value}))
+
+
+COMMON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        INT32,
+        INT64,
+        st.floats(),
+        TEXT,
+        OBJECT_IDS,
+        st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31)).map(
+            lambda moment: moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        ),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(NAMES.filter(lambda name: name[:1] != "$"), children, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@given(COMMON)
+def test_documents_of_the_common_types_are_read_in_c(value: Any) -> None:
+    """Numbers, strings (any character, escaped), ids, dates, documents and arrays."""
+    assert agrees(dumps({"v": value})) is not UNSURE
+
+
+@given(st.text(max_size=40))
+def test_any_text_reads_as_the_reference_reads_it_or_is_left_to_it(text: str) -> None:
+    agrees(text)
+
+
+@given(COMMON, st.data())
+def test_cut_or_altered_canonical_text_reads_as_the_reference_reads_it(
+    value: Any, data: st.DataObject
+) -> None:
+    text = dumps({"v": value})
+    at = data.draw(st.integers(0, len(text)))
+    inserted = data.draw(st.sampled_from(["", " ", "\\", '"', "{", "]", ",", "\x01", "\\ud800"]))
+    agrees(text[:at] + inserted + text[at + data.draw(st.integers(0, 2)) :])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"\\u0024numberInt": "5"}',  # an escaped "$" is still a type wrapper
+        '{"$numberInt": "5", "a": 1}',  # a "$" name beside another: json_util's
+        '{"a": 1, "a": {"$numberLong": "7"}}',  # a repeated name: the last value
+        '{"s": "\\ud83d\\ude00 \\u00e9\\n\\"\\/"}',  # a surrogate pair, escapes
+        '{"s": "\\ud83d"}',  # a lone surrogate: Python's
+        '{"d": {"$date": {"$numberLong": "-62135596800001"}}}',  # before year 1: DatetimeMS
+        '{"d": {"$date": {"$numberInt": "1"}}}',
+        '{"x": {"$numberDouble": "-Infinity"}, "y": {"$numberDouble": "NaN"}}',
+        '{"o": {"$oid": "not hex"}}',  # the reference raises
+        '{"n": 1}',  # a bare number: Python's
+        " [true, false, null, {}, []] ",
+        '{"a": 1} x',
+        "",
+        "\ud800",
+    ],
+)
+def test_edge_texts_read_as_the_reference_reads_them(text: str) -> None:
+    agrees(text)
+
+
+def test_text_nested_past_the_limit_is_left_to_the_reference_which_refuses_it() -> None:
+    deepest = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert same(agrees(deepest), json.loads(deepest))
+    too_deep = "[" + deepest + "]"
+    assert compiled(too_deep) is UNSURE
+    with pytest.raises(ValueError, match="nested at most"):
+        token_json.loads(too_deep)
