@@ -31,7 +31,6 @@ from shardstream.spark.source.option_values import format_byte_size
 if TYPE_CHECKING:
     from shardstream.spark.delta.sink import CrashPoint
 
-DEFAULT_MAX_EVENTS_PER_BATCH: Final = 10_000
 # A micro-batch collects on the driver (toArrow) under Spark's 1 GiB defaults for the
 # result size and local mode's driver memory, which the task result is copied into: batches
 # of 256 MiB of 400 KB documents ran the local JVM out of heap, 64 MiB went through
@@ -68,9 +67,9 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     ingest.add_argument(
         "--max-events-per-batch",
         type=int,
-        default=DEFAULT_MAX_EVENTS_PER_BATCH,
         metavar="N",
-        help=f"events per micro-batch, at most (default {DEFAULT_MAX_EVENTS_PER_BATCH})",
+        help="events per micro-batch, at most (default: no count; --max-bytes-per-batch "
+        "sizes the batches, so a batch's fixed cost is not paid every 10,000 events)",
     )
     ingest.add_argument(
         "--max-bytes-per-batch",

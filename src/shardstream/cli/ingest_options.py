@@ -46,7 +46,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
             raise ConfigurationError(f"expected --{flag} N with N >= 1, got {simulation[flag]}")
     if args.input_format and not args.shard:
         raise ConfigurationError("expected --input-format only with --shard NAME=PATH inputs")
-    if args.max_events_per_batch < 1:
+    if args.max_events_per_batch is not None and args.max_events_per_batch < 1:
         raise ConfigurationError(
             f"expected --max-events-per-batch >= 1, got {args.max_events_per_batch}"
         )
@@ -94,7 +94,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     options.update({key: str(value) for key, value in scope.items() if value is not None})
     if args.show_expanded_events:
         options["showExpandedEvents"] = "true"
-    options["maxEventsPerTrigger"] = str(args.max_events_per_batch)
+    if args.max_events_per_batch is not None:
+        options["maxEventsPerTrigger"] = str(args.max_events_per_batch)
     max_bytes = parse_byte_size("--max-bytes-per-batch", args.max_bytes_per_batch)
     options["maxBytesPerTrigger"] = str(max_bytes)
     options["partitionMode"] = args.partition_mode

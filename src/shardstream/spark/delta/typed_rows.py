@@ -135,15 +135,9 @@ class ColumnSet:
             for id_value in ids:
                 self._fold_id(id_value)
         for (name, kind), values in zip(list(fields.items()), columns, strict=True):
-            if all_fit(values, kind):
-                continue
-            for value in values:
-                current = fields[name]
-                if value is None or self._check(name, current)[1](value):
-                    continue
-                widened = merged(current, value_type(value))
-                if widened is not CONFLICT and widened is not None:
-                    fields[name] = widened
+            if not all_fit(values, kind):
+                for value in values:
+                    self._widen(name, fields[name], value)
         known = {ID, *fields}
         if all(map(known.issuperset, documents)):
             return
@@ -151,6 +145,15 @@ class ColumnSet:
         for document in documents:
             if not known.issuperset(document):
                 self._fold_new_fields(document, known, taken)
+
+    def _widen(self, name: str, current: ColumnType, value: Any) -> None:
+        """Widen column ``name`` (of type ``current``) to hold ``value`` where a widening
+        covers it; a value none covers leaves it as it is (the value is rescued)."""
+        if value is None or self._check(name, current)[1](value):
+            return
+        widened = merged(current, value_type(value))
+        if widened is not CONFLICT and widened is not None:
+            self.fields[name] = widened
 
     def _fold_id(self, id_value: Any) -> None:
         if self.id_type is not None and self._check(ID, self.id_type)[1](id_value):
@@ -173,11 +176,7 @@ class ColumnSet:
                 continue
             current = fields.get(name)
             if current is not None:
-                if value is None or self._check(name, current)[1](value):
-                    continue
-                widened = merged(current, value_type(value))
-                if widened is not CONFLICT and widened is not None:
-                    fields[name] = widened
+                self._widen(name, current, value)
             elif (
                 value is not None
                 and len(fields) < self.max_columns
