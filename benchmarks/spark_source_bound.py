@@ -6,7 +6,8 @@ Run from the repository root::
 
 The benchmark corpus (4 BSON files, ObjectId keys) at PER_SHARD and 2 x PER_SHARD entries
 per shard (25,000 by default), read by ``readStream.format("shardstream")`` with
-``maxEventsPerTrigger`` BATCH (50,000) and ``availableNow`` into ``writeStream.format("noop")``:
+``maxEventsPerTrigger`` BATCH (50,000; ``default``: the ingest's, no event count and
+``maxBytesPerTrigger`` 64 MiB) and ``availableNow`` into ``writeStream.format("noop")``:
 Spark plans, runs the source's tasks and takes in their Arrow batches, and writes nothing.
 Each run is a fresh process; the marginal rate is the events the larger corpus adds over
 the query time it adds (start-up cancels out), next to ``replay --output-format bson
@@ -25,7 +26,8 @@ from typing import Any
 
 from benchmarks.corpus import corpus_files
 from benchmarks.ingest_throughput import SHARDS, count_events, replay_seconds, spark_child_json
-from benchmarks.timing import machine_line
+from benchmarks.timing import machine_line, process_tree_cpu
+from shardstream.cli.ingest import DEFAULT_MAX_BYTES_PER_BATCH
 
 CONFIGS = [
     ("local[1]", "perShard"),
@@ -83,22 +85,28 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
     options = {
         "oplog": (Path(work) / "oplog-option").read_text(),
         "partitionMode": mode,
-        "maxEventsPerTrigger": batch,
         "jsonFormat": "canonical",  # as the ingest reads it
     }
+    if batch == "default":  # the ingest's: no event count, its byte cap sizes the batches
+        options["maxBytesPerTrigger"] = str(DEFAULT_MAX_BYTES_PER_BATCH)
+    else:
+        options["maxEventsPerTrigger"] = batch
     events = spark.readStream.format("shardstream").options(**options).load()
     started = time.perf_counter()
+    cpu = process_tree_cpu()
     query = (
         events.writeStream.format("noop")
-        .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}"))
+        .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}-{batch}"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
     wall = time.perf_counter() - started
+    cpu = process_tree_cpu() - cpu
     read = sum(progress["numInputRows"] for progress in query.recentProgress)
+    batches = sum(1 for progress in query.recentProgress if progress["numInputRows"])
     spark.stop()
-    return {"events": read, "wall": wall}
+    return {"events": read, "wall": wall, "batches": batches, "cpu": cpu}
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import bson
 import pymongo
@@ -38,3 +39,28 @@ def machine_line() -> str:
         f"{bson.has_c()}), {platform.machine()}, {os.cpu_count()} cores, load average "
         f"{os.getloadavg()[0]:.1f}"
     )
+
+
+def process_tree_cpu(root: int | None = None) -> float:
+    """CPU seconds (user + system) of a process and every live descendant, with what their
+    reaped children used (Linux ``/proc``): a Spark run's driver, JVM and Python workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        # After the name: state ppid ... utime stime cutime cstime are fields 2 and 12-15.
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = sum(int(value) for value in fields[11:15])
+    tree = {os.getpid() if root is None else root}
+    grew = True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in tree} - tree
+        grew = bool(found)
+        tree |= found
+    return sum(times.get(pid, 0) for pid in tree) / tick
