@@ -38,9 +38,15 @@ class Run:
 
 
 def ingest_process(
-    root: Path, simulation: dict[str, int], *, batch: int, crash: str | None = None
+    root: Path,
+    simulation: dict[str, int],
+    *,
+    batch: int,
+    crash: str | None = None,
+    extra: list[str] | None = None,
 ) -> Run:
-    """Run ``python -m shardstream ingest --simulate`` into ``root`` (crash: the test hook)."""
+    """Run ``python -m shardstream ingest --simulate`` into ``root`` (crash: the test hook;
+    extra: more flags)."""
     env = {**os.environ, "TZ": "UTC", "SPARK_LOCAL_IP": "127.0.0.1"}
     env["PYSPARK_PYTHON"] = sys.executable
     env.pop(CRASH_ENV, None)
@@ -49,7 +55,7 @@ def ingest_process(
     command = [sys.executable, "-m", "shardstream", "ingest", "--table", str(root), "--simulate"]
     for name, value in simulation.items():
         command += [f"--{name}", str(value)]
-    command += ["--max-events-per-batch", str(batch), "--master", "local[2]"]
+    command += ["--max-events-per-batch", str(batch), "--master", "local[2]", *(extra or [])]
     process = subprocess.Popen(
         command,
         env=env,

@@ -84,6 +84,14 @@ def test_oplog_files_join_as_one_option() -> None:
             ["--simulate", "--mirror-layout", "single", "--no-history"],
             "expected --no-history and --max-columns only with --mirror-layout collections",
         ),
+        (
+            ["--simulate", "--no-mirror", "--lenient-mirror", "--mirror-workers", "2"],
+            "expected no mirror option with --no-mirror, got --mirror-workers, --lenient-mirror",
+        ),
+        (
+            ["--uri", "mongodb://h:27017", "--no-mirror", "--snapshot"],
+            "expected no mirror option with --no-mirror, got --snapshot",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_spark_starts(

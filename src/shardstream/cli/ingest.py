@@ -143,6 +143,12 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         f"fields are kept in its _rescued column (default {DEFAULT_MAX_COLUMNS})",
     )
     ingest.add_argument(
+        "--no-mirror",
+        action="store_true",
+        help="write the change log alone: Spark's tasks write its files and the driver "
+        "commits each batch's, so no event passes through the driver",
+    )
+    ingest.add_argument(
         "--lenient-mirror",
         action="store_true",
         help="skip (and count) updates of documents the mirror never held, instead of failing",
@@ -175,6 +181,7 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
             mirror_layout=MirrorLayout(args.mirror_layout),
             history=not args.no_history,
             max_columns=args.max_columns,
+            mirror=not args.no_mirror,
         )
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")

@@ -16,7 +16,7 @@ from shardstream.cli.options import (
     parse_token_argument,
 )
 from shardstream.errors import ConfigurationError
-from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS
+from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS, DEFAULT_MIRROR_WORKERS, MirrorLayout
 from shardstream.spark.source.option_values import parse_byte_size, timestamp_value
 
 # replay's internal server flags have no data-source option.
@@ -62,6 +62,23 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         raise ConfigurationError(
             "expected --no-history and --max-columns only with --mirror-layout collections"
         )
+    if args.no_mirror:
+        given = [
+            flag
+            for flag, on in (
+                ("--snapshot", args.snapshot),
+                ("--mirror-layout", args.mirror_layout != MirrorLayout.COLLECTIONS.value),
+                ("--no-history", args.no_history),
+                ("--max-columns", args.max_columns != DEFAULT_MAX_COLUMNS),
+                ("--mirror-workers", args.mirror_workers != DEFAULT_MIRROR_WORKERS),
+                ("--lenient-mirror", args.lenient_mirror),
+            )
+            if on
+        ]
+        if given:
+            raise ConfigurationError(
+                f"expected no mirror option with --no-mirror, got {', '.join(given)}"
+            )
     if args.mirror_workers < 0:
         raise ConfigurationError(
             f"expected --mirror-workers N with N >= 0, got {args.mirror_workers}"

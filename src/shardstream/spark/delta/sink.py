@@ -189,16 +189,19 @@ class LakehouseSink:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def resume_watermark(root: str | Path) -> str | None:
+def resume_watermark(root: str | Path, *, mirror: bool = True) -> str | None:
     """Where a stream must restart when its checkpoint is lost: the lower table watermark.
 
     None when neither table has a batch yet (the stream starts where the user said).  When
     the change log committed a batch the mirror never did (a crash between the two
     commits), the mirror needs everything since the stream began, and "where the user
     said" may be "now" on a live cluster: the restart point is then the change log's
-    first event, which it holds since the stream's start.
+    first event, which it holds since the stream's start.  Without a ``mirror`` the
+    change log's watermark alone.
     """
     changelog = DeltaChangelog(root)
+    if not mirror:
+        return changelog.watermark
     mirror_mark = DeltaMirror(root, table=state_table(root)).watermark
     if changelog.watermark is None:
         return None  # the change log commits first: an empty one means nothing was written

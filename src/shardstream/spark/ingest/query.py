@@ -29,8 +29,10 @@ from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
 from shardstream.oplog.redaction import redacted_repr
+from shardstream.spark.delta.changelog_files import create_changelog
 from shardstream.spark.delta.collection_paths import STATE_TABLE
 from shardstream.spark.delta.commits import watermark_cluster_time
+from shardstream.spark.delta.maintenance import TableMaintenance
 from shardstream.spark.delta.mirror import MIRROR_TABLE
 from shardstream.spark.delta.sink import (
     BatchOutcome,
@@ -47,6 +49,8 @@ from shardstream.spark.ingest import (
     DEFAULT_OPTIMIZE_EVERY,
     MirrorLayout,
 )
+from shardstream.spark.ingest.changelog_writer import ChangelogBatches
+from shardstream.spark.ingest.changelog_writer import register as register_changelog_writer
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
@@ -83,6 +87,8 @@ class IngestSettings:
         mirror_layout: typed per-collection tables (and histories), or one mirror table.
         history: the per-collection layout keeps each collection's SCD2 history.
         max_columns: the most field columns a collection table gets.
+        mirror: keep the mirror (and the collections' tables); without it the change log
+            alone is written, by Spark's tasks, the driver committing each batch's files.
 
     Raises:
         ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start.
@@ -101,8 +107,11 @@ class IngestSettings:
     mirror_layout: MirrorLayout = MirrorLayout.COLLECTIONS
     history: bool = True
     max_columns: int = DEFAULT_MAX_COLUMNS
+    mirror: bool = True
 
     def __post_init__(self) -> None:
+        if self.snapshot and not self.mirror:
+            raise ConfigurationError("expected --snapshot with a mirror, got --no-mirror")
         if self.snapshot:
             check_snapshot_options(self.source_options)
 
@@ -126,7 +135,7 @@ def stream_source_options(settings: IngestSettings) -> tuple[dict[str, str], str
     options = {**settings.source_options, **_FIXED_OPTIONS}
     if _has_offsets(settings.checkpoint_path):
         return options, None
-    watermark = resume_watermark(settings.table)
+    watermark = resume_watermark(settings.table, mirror=settings.mirror)
     if watermark is None:
         return options, None
     time = watermark_cluster_time(watermark)
@@ -155,19 +164,8 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     from shardstream.spark import register
 
     register(spark)
-    check_layout(settings.table, settings.mirror_layout)
-    collections = settings.mirror_layout is MirrorLayout.COLLECTIONS
-    state = STATE_TABLE if collections else MIRROR_TABLE
-    if settings.snapshot:
-        progress.totals.snapshot_documents = (
-            load_snapshot(settings.table, settings.source_options, progress.out, table=state) or 0
-        )
-    else:
-        complete_mirror(settings.table, state)
-    if collections:
-        complete_collections(
-            settings.table, history=settings.history, max_columns=settings.max_columns
-        )
+    if settings.mirror:
+        _complete_tables(settings, progress)
     options, restart = stream_source_options(settings)
     if restart is not None:
         # A checkpoint without offsets holds no progress, but its metadata would give the
@@ -180,7 +178,17 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     progress.bounded = settings.bounded
     if settings.bounded:  # lags against the data's own clock, not today's
         progress.source_time = newest_time(parse_options(options))
-    batches = _BatchWriter(settings, progress)
+    batches: _BatchWriter | ChangelogBatches = _BatchWriter(settings, progress)
+    if not settings.mirror:
+        register_changelog_writer(spark)
+        create_changelog(settings.table)
+        batches = ChangelogBatches(
+            settings.table,
+            lambda: _checkpoint_app_id(settings.checkpoint_path),
+            progress,
+            TableMaintenance(settings.optimize_every),
+            _writer_crash(settings.crash_at_for_test),
+        )
     events = spark.readStream.format("shardstream").options(**options).load()
     writer = events.writeStream.foreachBatch(batches).option(
         "checkpointLocation", str(settings.checkpoint_path)
@@ -202,6 +210,42 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
         progress.finish()
     batches.raise_failure()
     return progress.totals
+
+
+def _complete_tables(settings: IngestSettings, progress: IngestProgress) -> None:
+    """The mirror's start: its layout checked, a snapshot loaded (or a half-loaded one
+    completed), and the collections' tables made from it."""
+    check_layout(settings.table, settings.mirror_layout)
+    collections = settings.mirror_layout is MirrorLayout.COLLECTIONS
+    state = STATE_TABLE if collections else MIRROR_TABLE
+    if settings.snapshot:
+        progress.totals.snapshot_documents = (
+            load_snapshot(settings.table, settings.source_options, progress.out, table=state) or 0
+        )
+    else:
+        complete_mirror(settings.table, state)
+    if collections:
+        complete_collections(
+            settings.table, history=settings.history, max_columns=settings.max_columns
+        )
+
+
+# Where the kill tests' points fall without a mirror: in a task (nothing committed), in the
+# writer's commit (the tasks' files written, none committed), in this process after it.
+_WRITER_CRASHES: Final = {
+    CrashPoint.IN_BATCH: "task",
+    CrashPoint.BETWEEN_COMMITS: "commit",
+    CrashPoint.AFTER_COMMITS: "driver",
+}
+
+
+def _writer_crash(crash: tuple[CrashPoint, int] | None) -> tuple[str, int] | None:
+    if crash is None:
+        return None
+    point = _WRITER_CRASHES.get(crash[0])
+    if point is None:
+        raise ConfigurationError(f"expected a crash point of the change log's, got {crash[0]}")
+    return point, crash[1]
 
 
 class _BatchWriter:

@@ -1,0 +1,163 @@
+"""The change log written where its rows are: Parquet files from the tasks, one commit.
+
+In a Spark task, :func:`write_changelog_file` writes the task's events newer than the
+table's watermark into one Parquet file in the table's directory (sorted by token) and says
+what the Delta log needs to add it (:class:`ChangelogFile`).  On the driver,
+:func:`commit_changelog_files` adds a batch's files in one Delta commit carrying the batch
+markers of :mod:`shardstream.spark.delta.commits`, so the exactly-once rule is the
+in-driver change log's: a replayed batch the table already holds commits nothing.  A file no
+commit names (its task failed, or the driver died before committing) is never read; vacuum
+removes it.  The driver handles file names, never rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, RemoveAction
+
+from shardstream.spark.delta.changelog import (
+    CHANGELOG_SCHEMA,
+    CHANGELOG_TABLE,
+    newer_than,
+)
+from shardstream.spark.delta.commits import (
+    APP_KEY,
+    BATCH_KEY,
+    WATERMARK_KEY,
+    BatchCommit,
+    already_committed,
+    committed_watermark,
+    open_table,
+)
+from shardstream.spark.source.rows import PUBLIC_COLUMNS
+
+ROWS_KEY: Final = "shardstream.rows"  # a commit's rows, and the events its tasks were given
+EVENTS_KEY: Final = "shardstream.events"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChangelogFile:
+    """What one task wrote.
+
+    Attributes:
+        name: the Parquet file's name in the table's directory (None: no row was new).
+        size: its bytes.
+        rows: the rows it holds.
+        first: the first row's token (``_id``), for the file's statistics.
+        last: the last row's.
+        events: the events the task was given (rows plus those at or below the watermark).
+        last_event: the newest token among them (None: none), the batch's watermark's part.
+    """
+
+    name: str | None
+    size: int
+    rows: int
+    first: str | None
+    last: str | None
+    events: int
+    last_event: str | None
+
+
+def write_changelog_file(
+    root: str | Path, batches: Iterable[pa.RecordBatch], watermark: str | None
+) -> ChangelogFile:
+    """Write a task's events (``EVENT_SCHEMA`` batches) newer than ``watermark`` into one
+    file of the change log under the lakehouse ``root``."""
+    given = list(batches)
+    events = pa.Table.from_batches(given) if given else None
+    if events is None or events.num_rows == 0:
+        return ChangelogFile(None, 0, 0, None, None, 0, None)
+    last_event: str = pc.max(events["_id"]).as_py()
+    fresh = newer_than(events, watermark).select(list(PUBLIC_COLUMNS)).sort_by("_id")
+    if fresh.num_rows == 0:
+        return ChangelogFile(None, 0, 0, None, None, events.num_rows, last_event)
+    name = f"part-{uuid.uuid4().hex}.snappy.parquet"
+    path = Path(root) / CHANGELOG_TABLE / name
+    pq.write_table(fresh.cast(CHANGELOG_SCHEMA), path, compression="snappy")
+    ids = fresh["_id"]
+    return ChangelogFile(
+        name,
+        path.stat().st_size,
+        fresh.num_rows,
+        ids[0].as_py(),
+        ids[-1].as_py(),
+        events.num_rows,
+        last_event,
+    )
+
+
+def create_changelog(root: str | Path) -> None:
+    """Create the (empty) change-log table, where there is none yet: the tasks write into
+    its directory and the driver's commits need its log."""
+    path = Path(root) / CHANGELOG_TABLE
+    path.mkdir(parents=True, exist_ok=True)
+    DeltaTable.create(str(path), CHANGELOG_SCHEMA, mode="ignore")
+
+
+def commit_changelog_files(
+    root: str | Path, files: Sequence[ChangelogFile], app_id: str, batch_id: int
+) -> bool:
+    """Add a batch's files to the change log in one commit with the batch's markers.
+
+    Returns:
+        Whether this call committed (False: the table already had the batch, or no task
+        saw an event).
+    """
+    table = open_table(Path(root) / CHANGELOG_TABLE)
+    if table is None:
+        raise FileNotFoundError(f"expected a change-log table under {root}, got none")
+    marks = [f.last_event for f in files if f.last_event is not None]
+    if not marks:
+        return False
+    commit = BatchCommit(app_id=app_id, batch_id=batch_id, watermark=max(marks))
+    if already_committed(table, commit, CHANGELOG_TABLE):
+        return False
+    now = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [
+        AddAction(f.name, f.size, {}, now, True, _stats(f)) for f in files if f.name is not None
+    ]
+    properties = commit.properties(CHANGELOG_TABLE, committed_watermark(table))
+    counts = {
+        ROWS_KEY: str(sum(f.rows for f in files)),
+        EVENTS_KEY: str(sum(f.events for f in files)),
+    }
+    properties.custom_metadata = {**(properties.custom_metadata or {}), **counts}
+    table.create_write_transaction(
+        actions, mode="append", schema=CHANGELOG_SCHEMA, commit_properties=properties
+    )
+    return True
+
+
+def committed_counts(root: str | Path, app_id: str, batch_id: int) -> tuple[int, int, str] | None:
+    """(events, rows, watermark) of the batch's commit when it is the table's newest (None:
+    it is not: the batch committed nothing)."""
+    table = open_table(Path(root) / CHANGELOG_TABLE)
+    if table is None:
+        return None
+    newest = table.history(1)[0]
+    if newest.get(APP_KEY) != app_id or newest.get(BATCH_KEY) != str(batch_id):
+        return None
+    return int(newest[EVENTS_KEY]), int(newest[ROWS_KEY]), str(newest[WATERMARK_KEY])
+
+
+def _stats(written: ChangelogFile) -> str:
+    """The file's Delta statistics: its rows, and the token range readers prune by."""
+    return json.dumps(
+        {
+            "numRecords": written.rows,
+            "minValues": {"_id": written.first},
+            "maxValues": {"_id": written.last},
+            "nullCount": {"_id": 0},
+        }
+    )

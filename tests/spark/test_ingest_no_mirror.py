@@ -1,0 +1,158 @@
+"""``shardstream ingest --no-mirror``: the change log written by Spark's tasks, committed by
+the driver once per batch, exactly once, and equal to the reference pipeline's rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.errors import StreamingQueryException
+
+from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
+from shardstream.spark.delta.changelog_files import (
+    commit_changelog_files,
+    create_changelog,
+    write_changelog_file,
+)
+from shardstream.spark.delta.commits import table_rows
+from shardstream.spark.delta.sink import CrashPoint
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from shardstream.spark.source.rows import PUBLIC_COLUMNS
+from tests.spark.ingest_runs import ingest_process
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    merged_events,
+    merged_file_events,
+    simulate,
+)
+
+SIMULATION = {"seed": 21, "shards": 4, "operations": 200}
+
+
+def _reference_rows(events: list[Any]) -> list[dict[str, Any]]:
+    """The reference pipeline's change-log rows for ``events``, in token order."""
+    table = pa.concat_tables(event_batches(events, 10_000))
+    rows: list[dict[str, Any]] = (
+        table.select(list(PUBLIC_COLUMNS)).cast(CHANGELOG_SCHEMA).to_pylist()
+    )
+    return rows
+
+
+def _stored_rows(root: Path) -> list[dict[str, Any]]:
+    table = table_rows(DeltaTable(str(root / CHANGELOG_TABLE)))
+    rows: list[dict[str, Any]] = table.sort_by("_id").cast(CHANGELOG_SCHEMA).to_pylist()
+    return rows
+
+
+def _query_id(settings: IngestSettings) -> str:
+    query_id: str = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
+    return query_id
+
+
+def _referenced(root: Path) -> set[str]:
+    return {Path(uri).name for uri in DeltaTable(str(root / CHANGELOG_TABLE)).file_uris()}
+
+
+def _parquet_files(root: Path) -> set[str]:
+    return {path.name for path in (root / CHANGELOG_TABLE).glob("*.parquet")}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("source", "mode"), [("simulate", "merged"), ("files", "perShard")])
+def test_the_tasks_write_the_reference_change_log_one_commit_per_batch(
+    spark: Any, tmp_path: Path, source: str, mode: str
+) -> None:
+    result = simulate(**SIMULATION)
+    options = {"partitionMode": mode, "maxEventsPerTrigger": "120"}
+    if source == "files":
+        files = result.write_oplogs(tmp_path / "oplogs")
+        options["oplog"] = ",".join(f"{name}={path}" for name, path in files.items())
+        events = merged_file_events(options["oplog"])
+    else:
+        simulation = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
+        options.update(simulation)
+        events = merged_events(result)
+    root = tmp_path / "lake"
+    settings = IngestSettings(table=root, source_options=options, bounded=True, mirror=False)
+    totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert totals.events == totals.changelog_rows == len(events)
+    assert totals.watermark == events[-1].token.data
+    assert _stored_rows(root) == _reference_rows(events)
+    history = DeltaTable(str(root / CHANGELOG_TABLE)).history()
+    batches = [commit for commit in history if commit.get("shardstream.batchId") is not None]
+    assert len(batches) == totals.batches > 1
+    # Only the change log: no mirror, state or collection table.
+    assert sorted(path.name for path in root.iterdir()) == ["_checkpoint", CHANGELOG_TABLE]
+    assert _referenced(root) == _parquet_files(root)
+
+
+def test_a_file_no_commit_names_is_never_read_and_a_batch_commits_once(tmp_path: Path) -> None:
+    """A task that died (or a driver killed before committing) leaves a file nobody reads;
+    the replayed batch's files commit once, and a second commit of the batch is refused."""
+    events = merged_events(simulate(**SIMULATION))
+    halves = event_batches(events[:100], 50)
+    create_changelog(tmp_path)
+    orphan = write_changelog_file(tmp_path, halves[0].to_batches(), None)  # never committed
+    replayed = [write_changelog_file(tmp_path, half.to_batches(), None) for half in halves]
+    assert commit_changelog_files(tmp_path, replayed, "app", 0)
+    again = [write_changelog_file(tmp_path, half.to_batches(), None) for half in halves]
+    assert not commit_changelog_files(tmp_path, again, "app", 0)
+    assert orphan.name not in _referenced(tmp_path)
+    assert _stored_rows(tmp_path) == _reference_rows(events[:100])
+    # A later batch's task drops what the table holds (a restart without the checkpoint).
+    overlap = write_changelog_file(
+        tmp_path, event_batches(events[80:120], 40)[0].to_batches(), events[99].token.data
+    )
+    assert (overlap.events, overlap.rows) == (40, 20)
+    assert commit_changelog_files(tmp_path, [overlap], "app", 1)
+    assert _stored_rows(tmp_path) == _reference_rows(events[:120])
+
+
+@pytest.mark.spark
+def test_a_killed_task_or_commit_fails_the_batch_and_the_rerun_writes_it_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """SIGKILL of a task after it wrote its file (batch 1), then of the writer's commit
+    (batch 2; the tasks' files written): each run fails, the rerun replays the batch, and
+    the change log ends with every event once, the killed attempts' files never read."""
+    events = merged_events(simulate(**SIMULATION))
+    options = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
+    settings = IngestSettings(
+        table=tmp_path / "lake",
+        source_options={**options, "maxEventsPerTrigger": "120"},
+        bounded=True,
+        mirror=False,
+    )
+    for point, batch in ((CrashPoint.IN_BATCH, 1), (CrashPoint.BETWEEN_COMMITS, 2)):
+        crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
+        with pytest.raises(StreamingQueryException):
+            run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+        table = DeltaTable(str(settings.table / CHANGELOG_TABLE))
+        app = f"{APP_PREFIX}:{_query_id(settings)}:{CHANGELOG_TABLE}"
+        assert table.transaction_version(app) == batch - 1  # the killed batch: no commit
+    run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert _stored_rows(settings.table) == _reference_rows(events)
+    assert _referenced(settings.table) < _parquet_files(settings.table)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_a_driver_killed_after_its_commit_replays_the_batch_as_done(tmp_path: Path) -> None:
+    """SIGKILL of the driver after batch 1's commit, before Spark's commit log: the rerun
+    replays batch 1, finds it committed, writes nothing for it, and ends with every event
+    once."""
+    simulation = {"shards": 3, "entries": 300, "seed": 5}
+    events = merged_events(simulate(seed=5, shards=3, operations=300))
+    root = tmp_path / "lake"
+    for crash in ("after-commits:1", None):
+        run = ingest_process(root, simulation, batch=100, crash=crash, extra=["--no-mirror"])
+        assert (run.returncode == 0) == (crash is None), run.stderr[-2000:]
+    assert _stored_rows(root) == _reference_rows(events)
+    assert _referenced(root) == _parquet_files(root)
