@@ -21,13 +21,11 @@ from __future__ import annotations
 import io
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus import corpus_files
-from benchmarks.ingest_throughput import SHARDS, count_events, spark_child_json
+from benchmarks.ingest_throughput import SHARDS, corpus_pair, count_events, spark_child_json
 from benchmarks.timing import machine_line, process_tree_cpu
 
 MASTERS = ("local[1]", "local[2]")
@@ -69,11 +67,7 @@ def main(argv: list[str]) -> None:
         return
     per_shard = int(argv[0]) if argv else 25_000
     batch = argv[1] if len(argv) > 1 else "50000"
-    works = []
-    for size in (per_shard, 2 * per_shard):
-        work = Path(tempfile.mkdtemp(prefix=f"shardstream-changelog-{size}-"))
-        (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
-        works.append(work)
+    works = corpus_pair(per_shard, "changelog")
     events = [count_events(work) for work in works]
     added = events[1] - events[0]
     print(machine_line())

@@ -125,6 +125,19 @@ def spark_child_json(module: str, args: list[str]) -> dict[str, Any]:
     return result
 
 
+def corpus_pair(per_shard: int, label: str) -> list[Path]:
+    """Two work directories holding the benchmark corpus at ``per_shard`` and twice that
+    many entries per shard, each with its ``oplog-option`` file (the source's option)."""
+    from shardstream.bench.corpus import corpus_files
+
+    works = []
+    for size in (per_shard, 2 * per_shard):
+        work = Path(tempfile.mkdtemp(prefix=f"shardstream-{label}-{size}-"))
+        (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
+        works.append(work)
+    return works
+
+
 def _marginal(per_shard: int, batch: int, repeat: int) -> None:
     """Ingest and replay of the benchmark corpus at two sizes: the marginal rates.
 
@@ -132,14 +145,8 @@ def _marginal(per_shard: int, batch: int, repeat: int) -> None:
     subprocess's whole wall time); the marginal rate is the events the larger corpus adds
     over the time it adds, so start-up (Python workers, the first batch) cancels out.
     """
-    from shardstream.bench.corpus import corpus_files
-
     sizes = (per_shard, 2 * per_shard)
-    works = []
-    for size in sizes:
-        work = Path(tempfile.mkdtemp(prefix=f"shardstream-marginal-{size}-"))
-        (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
-        works.append(work)
+    works = corpus_pair(per_shard, "marginal")
     print(
         f"benchmark corpus (ObjectId keys): {SHARDS} shards x {sizes[0]:,} and x {sizes[1]:,} "
         f"entries; maxEventsPerTrigger {batch}; ingest runs per size: {repeat}"

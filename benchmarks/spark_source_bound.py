@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus import corpus_files
-from benchmarks.ingest_throughput import SHARDS, count_events, replay_seconds, spark_child_json
+from benchmarks.ingest_throughput import (
+    SHARDS,
+    corpus_pair,
+    count_events,
+    replay_seconds,
+    spark_child_json,
+)
 from benchmarks.timing import machine_line, process_tree_cpu
 from shardstream.cli.ingest import DEFAULT_MAX_BYTES_PER_BATCH
 
@@ -43,11 +47,7 @@ def main(argv: list[str]) -> None:
         return
     per_shard = int(argv[0]) if argv else 25_000
     batch = argv[1] if len(argv) > 1 else "50000"
-    works = []
-    for size in (per_shard, 2 * per_shard):
-        work = Path(tempfile.mkdtemp(prefix=f"shardstream-bound-{size}-"))
-        (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
-        works.append(work)
+    works = corpus_pair(per_shard, "bound")
     events = [count_events(work) for work in works]
     replays = [replay_seconds(work) for work in works]
     replay_rate = (events[1] - events[0]) / (replays[1] - replays[0])
