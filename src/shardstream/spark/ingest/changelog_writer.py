@@ -68,7 +68,7 @@ class ChangelogWriter(DataSourceArrowWriter):
         self.app_id = options["appId"]
         self.batch_id = int(options["batchId"])
         self.watermark = options.get("watermark") or None
-        self.crash_at = options.get(CRASH_OPTION.lower(), options.get(CRASH_OPTION, ""))
+        self.crash_at = options.get(CRASH_OPTION, "")  # Spark's options ignore case
 
     def write(self, iterator: Iterator[Any]) -> _Written:
         written = write_changelog_file(self.root, iterator, self.watermark)
