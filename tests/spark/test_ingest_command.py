@@ -92,6 +92,22 @@ def test_oplog_files_join_as_one_option() -> None:
             ["--uri", "mongodb://h:27017", "--no-mirror", "--snapshot"],
             "expected no mirror option with --no-mirror, got --snapshot",
         ),
+        (
+            ["--simulate", "--mirror-buckets", "8"],
+            "expected --mirror-buckets only with --mirror-layout bucketed",
+        ),
+        (
+            ["--simulate", "--mirror-layout", "bucketed", "--mirror-buckets", "0"],
+            "expected --mirror-buckets B with 1 <= B <= 65536, got 0",
+        ),
+        (
+            ["--uri", "mongodb://h:27017", "--mirror-layout", "bucketed", "--snapshot"],
+            "expected neither --snapshot nor --mirror-workers with --mirror-layout bucketed",
+        ),
+        (
+            ["--simulate", "--mirror-layout", "bucketed", "--max-columns", "3"],
+            "expected --no-history and --max-columns only with --mirror-layout collections",
+        ),
     ],
 )
 def test_bad_arguments_fail_before_spark_starts(

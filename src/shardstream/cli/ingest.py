@@ -20,6 +20,7 @@ from shardstream.cli.options import add_stream_options
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.spark.ingest import (
+    DEFAULT_BUCKETS,
     DEFAULT_MAX_COLUMNS,
     DEFAULT_MIRROR_WORKERS,
     DEFAULT_OPTIMIZE_EVERY,
@@ -127,7 +128,17 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         default=MirrorLayout.COLLECTIONS.value,
         help="collections (default): a typed Delta table per collection, PATH/mirror/DB/COLL, "
         "and its SCD2 history, PATH/history/DB/COLL; single: one table, PATH/mirror, each "
-        "document as canonical Extended JSON",
+        "document as canonical Extended JSON; bucketed: the single table partitioned by a hash "
+        "of the document _id, each bucket rewritten by Spark's tasks, so no event passes "
+        "through the driver",
+    )
+    ingest.add_argument(
+        "--mirror-buckets",
+        type=int,
+        default=DEFAULT_BUCKETS,
+        metavar="B",
+        help="bucketed layout: the new mirror's bucket count, fixed once written "
+        f"(default {DEFAULT_BUCKETS})",
     )
     ingest.add_argument(
         "--no-history",
@@ -182,6 +193,7 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
             history=not args.no_history,
             max_columns=args.max_columns,
             mirror=not args.no_mirror,
+            mirror_buckets=args.mirror_buckets,
         )
     except ShardstreamError as exc:
         sys.stderr.write(f"shardstream ingest: error: {exc}\n")

@@ -16,7 +16,13 @@ from shardstream.cli.options import (
     parse_token_argument,
 )
 from shardstream.errors import ConfigurationError
-from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS, DEFAULT_MIRROR_WORKERS, MirrorLayout
+from shardstream.spark.ingest import (
+    DEFAULT_BUCKETS,
+    DEFAULT_MAX_COLUMNS,
+    DEFAULT_MIRROR_WORKERS,
+    MAX_BUCKETS,
+    MirrorLayout,
+)
 from shardstream.spark.source.option_values import parse_byte_size, timestamp_value
 
 # replay's internal server flags have no data-source option.
@@ -56,11 +62,23 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         )
     if args.max_columns < 0:
         raise ConfigurationError(f"expected --max-columns N with N >= 0, got {args.max_columns}")
-    if args.mirror_layout == "single" and (
+    if args.mirror_layout != MirrorLayout.COLLECTIONS.value and (
         args.no_history or args.max_columns != DEFAULT_MAX_COLUMNS
     ):
         raise ConfigurationError(
             "expected --no-history and --max-columns only with --mirror-layout collections"
+        )
+    bucketed = args.mirror_layout == MirrorLayout.BUCKETED.value
+    if args.mirror_buckets != DEFAULT_BUCKETS and not bucketed:
+        raise ConfigurationError("expected --mirror-buckets only with --mirror-layout bucketed")
+    if not 1 <= args.mirror_buckets <= MAX_BUCKETS:
+        raise ConfigurationError(
+            f"expected --mirror-buckets B with 1 <= B <= {MAX_BUCKETS}, got {args.mirror_buckets}"
+        )
+    if bucketed and (args.snapshot or args.mirror_workers != DEFAULT_MIRROR_WORKERS):
+        raise ConfigurationError(
+            "expected neither --snapshot nor --mirror-workers with --mirror-layout bucketed "
+            "(Spark's tasks apply its events)"
         )
     if args.no_mirror:
         given = [
@@ -69,6 +87,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
                 ("--snapshot", args.snapshot),
                 ("--mirror-layout", args.mirror_layout != MirrorLayout.COLLECTIONS.value),
                 ("--no-history", args.no_history),
+                ("--mirror-buckets", args.mirror_buckets != DEFAULT_BUCKETS),
                 ("--max-columns", args.max_columns != DEFAULT_MAX_COLUMNS),
                 ("--mirror-workers", args.mirror_workers != DEFAULT_MIRROR_WORKERS),
                 ("--lenient-mirror", args.lenient_mirror),

@@ -14,7 +14,7 @@ DeltaMirror`) or in worker processes, a part of the batch each
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -119,9 +119,28 @@ def prepare_events(
     """Apply events above the watermark (token order, :data:`EVENT_COLUMNS`) to the rows of
     the mirror at ``path`` they touch: the work of :meth:`DeltaMirror.prepare`, in whichever
     process runs it."""
+    return prepare_with(
+        lambda needs: load_rows(path, needs),
+        fresh,
+        strict=strict,
+        snapshot_read_end=snapshot_read_end,
+        record_versions=record_versions,
+    )
+
+
+def prepare_with(
+    load: Callable[[BatchNeeds], list[MirrorRow]],
+    fresh: pa.Table,
+    *,
+    strict: bool,
+    snapshot_read_end: tuple[int, int] | None,
+    record_versions: bool = False,
+) -> PreparedBatch:
+    """:func:`prepare_events` with the stored rows a batch needs given by ``load`` (a keyed
+    read of the table, or a selection from a bucket already in memory)."""
     split = split_plain(fresh)  # documents only set or deleted: no row objects
     rows = split.events.to_pylist()
-    stored = load_rows(path, batch_needs(rows))
+    stored = load(batch_needs(rows))
     recorded: list[Version] | None = [] if record_versions else None
     changes = apply_batch(
         rows, stored, strict=strict, snapshot_read_end=snapshot_read_end, versions=recorded
@@ -179,6 +198,16 @@ def load_rows(path: Path, needs: BatchNeeds) -> list[MirrorRow]:
     ]
     rows = pa.Table.from_batches(found, MIRROR_SCHEMA)
     return [_row(stored) for stored in rows.to_pylist()]
+
+
+def select_rows(stored: pa.Table, needs: BatchNeeds) -> list[MirrorRow]:
+    """The rows of ``stored`` (:data:`MIRROR_SCHEMA`) that ``needs`` names."""
+    if not (needs.keys or needs.namespaces or needs.databases):
+        return []
+    wanted = _wanted(needs)
+    found = [_selected(batch, wanted) for batch in stored.to_batches()]
+    rows = pa.Table.from_batches(found, MIRROR_SCHEMA)
+    return [_row(row) for row in rows.to_pylist()]
 
 
 def _namespace_condition(needs: BatchNeeds) -> str | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from shardstream.errors import SinkError
+from shardstream.spark.delta.bucketed.bucket_table import is_bucketed
 from shardstream.spark.delta.changelog import DeltaChangelog
 from shardstream.spark.delta.collection_paths import (
     HISTORY_DIR,
@@ -212,12 +213,12 @@ def resume_watermark(root: str | Path, *, mirror: bool = True) -> str | None:
 
 def check_layout(root: Path, layout: MirrorLayout) -> None:
     """Refuse a layout other than the one the tables under ``root`` were written in."""
-    single = (root / MIRROR_TABLE / "_delta_log").is_dir()
-    collections = (root / STATE_TABLE / "_delta_log").is_dir()
-    if (layout is MirrorLayout.COLLECTIONS and single) or (
-        layout is MirrorLayout.SINGLE and collections
-    ):
-        written = MirrorLayout.SINGLE if single else MirrorLayout.COLLECTIONS
+    written = None
+    if (root / STATE_TABLE / "_delta_log").is_dir():
+        written = MirrorLayout.COLLECTIONS
+    elif (root / MIRROR_TABLE / "_delta_log").is_dir():
+        written = MirrorLayout.BUCKETED if is_bucketed(root / MIRROR_TABLE) else MirrorLayout.SINGLE
+    if written is not None and written is not layout:
         raise SinkError(
             f"expected the mirror layout the tables under {root} were written in "
             f"(--mirror-layout {written.value}), got --mirror-layout {layout.value}"

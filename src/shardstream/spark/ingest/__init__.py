@@ -19,14 +19,20 @@ DEFAULT_OPTIMIZE_EVERY: Final = 100
 DEFAULT_MIRROR_WORKERS: Final = 0
 
 __all__ = [
+    "DEFAULT_BUCKETS",
     "DEFAULT_MAX_COLUMNS",
     "DEFAULT_MIRROR_WORKERS",
     "DEFAULT_OPTIMIZE_EVERY",
+    "MAX_BUCKETS",
     "MirrorLayout",
 ]
 # The most field columns a collection's typed table gets (``--max-columns``); the rest of the
 # fields are kept in its ``_rescued`` column (spark/delta/typed_rows.py).
 DEFAULT_MAX_COLUMNS: Final = 500
+# The bucketed mirror's bucket count when the ingest creates it (``--mirror-buckets``; fixed
+# per table once written; spark/delta/bucketed/README.md says how to choose it).
+DEFAULT_BUCKETS: Final = 16
+MAX_BUCKETS: Final = 65_536
 
 
 class MirrorLayout(enum.Enum):
@@ -34,3 +40,6 @@ class MirrorLayout(enum.Enum):
 
     COLLECTIONS = "collections"  # typed mirror/<db>/<coll> and history/<db>/<coll> tables
     SINGLE = "single"  # one table, <root>/mirror, documents as canonical Extended JSON
+    # The single layout's table partitioned by a hash of the document _id, each bucket
+    # rewritten by a Spark task, the driver committing (spark/delta/bucketed/).
+    BUCKETED = "bucketed"

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
 from shardstream.oplog.redaction import redacted_repr
+from shardstream.spark.delta.bucketed.bucket_table import create_bucketed_mirror
 from shardstream.spark.delta.changelog_files import create_changelog
 from shardstream.spark.delta.collection_paths import STATE_TABLE
 from shardstream.spark.delta.commits import watermark_cluster_time
@@ -44,13 +45,14 @@ from shardstream.spark.delta.sink import (
 from shardstream.spark.delta.snapshot_collections import complete_collections
 from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
 from shardstream.spark.ingest import (
+    DEFAULT_BUCKETS,
     DEFAULT_MAX_COLUMNS,
     DEFAULT_MIRROR_WORKERS,
     DEFAULT_OPTIMIZE_EVERY,
     MirrorLayout,
 )
-from shardstream.spark.ingest.changelog_writer import ChangelogBatches
-from shardstream.spark.ingest.changelog_writer import register as register_changelog_writer
+from shardstream.spark.ingest.lakehouse_writer import TaskWrittenBatches
+from shardstream.spark.ingest.lakehouse_writer import register as register_lakehouse_writer
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
@@ -89,6 +91,8 @@ class IngestSettings:
         max_columns: the most field columns a collection table gets.
         mirror: keep the mirror (and the collections' tables); without it the change log
             alone is written, by Spark's tasks, the driver committing each batch's files.
+        mirror_buckets: the bucketed layout's bucket count, when the ingest creates its
+            mirror (an existing table keeps its own).
 
     Raises:
         ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start.
@@ -108,16 +112,28 @@ class IngestSettings:
     history: bool = True
     max_columns: int = DEFAULT_MAX_COLUMNS
     mirror: bool = True
+    mirror_buckets: int = DEFAULT_BUCKETS
 
     def __post_init__(self) -> None:
         if self.snapshot and not self.mirror:
             raise ConfigurationError("expected --snapshot with a mirror, got --no-mirror")
+        if self.snapshot and self.mirror_layout is MirrorLayout.BUCKETED:
+            raise ConfigurationError(
+                "expected --snapshot with --mirror-layout collections or single, got bucketed "
+                "(a snapshot's documents are not yet loaded by Spark's tasks)"
+            )
         if self.snapshot:
             check_snapshot_options(self.source_options)
 
     def __repr__(self) -> str:
         # source_options holds the live source's uri: the generated repr would print it.
         return redacted_repr(self)
+
+    @property
+    def tasks_write(self) -> bool:
+        """Whether Spark's tasks write the tables (the driver commits): without a mirror,
+        and with the bucketed one."""
+        return not self.mirror or self.mirror_layout is MirrorLayout.BUCKETED
 
     @property
     def checkpoint_path(self) -> Path:
@@ -178,16 +194,21 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     progress.bounded = settings.bounded
     if settings.bounded:  # lags against the data's own clock, not today's
         progress.source_time = newest_time(parse_options(options))
-    batches: _BatchWriter | ChangelogBatches = _BatchWriter(settings, progress)
-    if not settings.mirror:
-        register_changelog_writer(spark)
+    batches: _BatchWriter | TaskWrittenBatches = _BatchWriter(settings, progress)
+    if settings.tasks_write:
+        register_lakehouse_writer(spark)
         create_changelog(settings.table)
-        batches = ChangelogBatches(
+        buckets = None
+        if settings.mirror:
+            buckets = create_bucketed_mirror(settings.table / MIRROR_TABLE, settings.mirror_buckets)
+        batches = TaskWrittenBatches(
             settings.table,
             lambda: _checkpoint_app_id(settings.checkpoint_path),
             progress,
             TableMaintenance(settings.optimize_every),
-            _writer_crash(settings.crash_at_for_test),
+            buckets=buckets,
+            strict=settings.strict,
+            crash_at_for_test=_writer_crash(settings.crash_at_for_test, settings.mirror),
         )
     events = spark.readStream.format("shardstream").options(**options).load()
     writer = events.writeStream.foreachBatch(batches).option(
@@ -216,6 +237,8 @@ def _complete_tables(settings: IngestSettings, progress: IngestProgress) -> None
     """The mirror's start: its layout checked, a snapshot loaded (or a half-loaded one
     completed), and the collections' tables made from it."""
     check_layout(settings.table, settings.mirror_layout)
+    if settings.mirror_layout is MirrorLayout.BUCKETED:
+        return  # no snapshot to load or complete (refused with this layout)
     collections = settings.mirror_layout is MirrorLayout.COLLECTIONS
     state = STATE_TABLE if collections else MIRROR_TABLE
     if settings.snapshot:
@@ -230,8 +253,9 @@ def _complete_tables(settings: IngestSettings, progress: IngestProgress) -> None
         )
 
 
-# Where the kill tests' points fall without a mirror: in a task (nothing committed), in the
-# writer's commit (the tasks' files written, none committed), in this process after it.
+# Where the kill tests' points fall when the tasks write: in a task (nothing committed),
+# in the writer's commit (without a mirror: the tasks' files written, none committed; with
+# the bucketed mirror: the change log committed, the mirror not), in this process after it.
 _WRITER_CRASHES: Final = {
     CrashPoint.IN_BATCH: "task",
     CrashPoint.BETWEEN_COMMITS: "commit",
@@ -239,12 +263,14 @@ _WRITER_CRASHES: Final = {
 }
 
 
-def _writer_crash(crash: tuple[CrashPoint, int] | None) -> tuple[str, int] | None:
+def _writer_crash(crash: tuple[CrashPoint, int] | None, mirror: bool) -> tuple[str, int] | None:
     if crash is None:
         return None
     point = _WRITER_CRASHES.get(crash[0])
     if point is None:
-        raise ConfigurationError(f"expected a crash point of the change log's, got {crash[0]}")
+        raise ConfigurationError(f"expected a crash point of the tasks' writer, got {crash[0]}")
+    if point == "commit" and mirror:
+        point = "between"
     return point, crash[1]
 
 

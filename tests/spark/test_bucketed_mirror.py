@@ -1,0 +1,221 @@
+"""The bucketed mirror's task and commit sides, without Spark: batches shuffled to buckets
+as ``lakehouse_writer.by_bucket`` does (here by a CRC of the document ``_id``; any hash
+keeping a document in one bucket will do), each bucket applied and rewritten, each batch
+committed once.  The oracle is the in-driver one-table mirror: the same rows, the same
+errors.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from shardstream.errors import SinkError
+from shardstream.spark.delta.bucketed.bucket_commit import commit_buckets, committed_write
+from shardstream.spark.delta.bucketed.bucket_table import (
+    BUCKET_COLUMN,
+    bucket_count,
+    create_bucketed_mirror,
+)
+from shardstream.spark.delta.bucketed.bucket_writer import EVENT_BUCKET, write_buckets
+from shardstream.spark.delta.changelog import CHANGELOG_TABLE
+from shardstream.spark.delta.changelog_files import commit_changelog_files, create_changelog
+from shardstream.spark.delta.commits import BatchCommit, committed_watermark, open_table, table_rows
+from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror
+from shardstream.spark.delta.mirror_check import mirror_state, read_table
+from shardstream.spark.delta.mirror_keys import document_id
+from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
+from shardstream.spark.ingest.lakehouse_writer import LOGGED, LakehouseWriter
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    event_row,
+    expected_state,
+    merged_events,
+    simulate,
+)
+
+_RESULT = simulate(seed=11, operations=400)
+_EVENTS = merged_events(_RESULT, seed=11)
+
+
+def _shuffled(events: pa.Table, buckets: int) -> pa.Table:
+    """``events`` with the bucket column: a document's events in its bucket, an event that
+    names no document in every bucket (as Spark's shuffle gives them to the tasks)."""
+    keys = events["documentKey"].to_pylist()
+    copies: list[int] = []
+    numbers: list[int] = []
+    for index, key in enumerate(keys):
+        owned = [zlib.crc32(document_id(key).encode()) % buckets] if key else range(buckets)
+        copies += [index] * len(owned)
+        numbers += owned
+    spread = events.take(pa.array(copies, pa.int64()))
+    return spread.append_column(EVENT_BUCKET, pa.array(numbers, pa.int32()))
+
+
+def _apply(path: Path, events: pa.Table, batch_id: int, buckets: int, *, tasks: int = 3) -> bool:
+    """One batch: its buckets split over ``tasks`` tasks, then the driver's commit."""
+    table = open_table(path)
+    assert table is not None
+    version, watermark = table.version(), committed_watermark(table)
+    shuffled = _shuffled(events.select(list(EVENT_COLUMNS)), buckets)
+    numbers = shuffled[EVENT_BUCKET].to_pylist()
+    writes = []
+    for task in range(tasks):
+        share = shuffled.filter(pa.array([number % tasks == task for number in numbers]))
+        writes += write_buckets(path, version, share, watermark, strict=True)
+    commit = BatchCommit(app_id="app", batch_id=batch_id, watermark=events["_id"][-1].as_py())
+    return commit_buckets(path, version, writes, commit)
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    table = open_table(path)
+    assert table is not None
+    rows: list[dict[str, object]] = (
+        table_rows(table, MIRROR_SCHEMA.names).sort_by(MERGE_KEY_ORDER).to_pylist()
+    )
+    return rows
+
+
+def _driver_rows(root: Path, batches: list[pa.Table]) -> list[dict[str, object]]:
+    mirror = DeltaMirror(root)
+    for batch_id, batch in enumerate(batches):
+        commit = BatchCommit(app_id="app", batch_id=batch_id, watermark=batch["_id"][-1].as_py())
+        mirror.write(mirror.prepare(batch.sort_by("_id")), commit)
+    rows: list[dict[str, object]] = mirror.read_all().sort_by(MERGE_KEY_ORDER).to_pylist()
+    return rows
+
+
+@pytest.mark.parametrize("buckets", [1, 4, 16])
+def test_buckets_give_the_drivers_mirror(tmp_path: Path, buckets: int) -> None:
+    """Migrations, transactions, drops and renames of the simulator, in batches of 120."""
+    batches = event_batches(_EVENTS, 120)
+    path = tmp_path / "bucketed"
+    assert create_bucketed_mirror(path, buckets) == buckets
+    for batch_id, batch in enumerate(batches):
+        assert _apply(path, batch, batch_id, buckets)
+    assert len(batches) > 4
+    assert _rows(path) == _driver_rows(tmp_path / "driver", batches)
+    table = table_rows(DeltaTable(str(path)), MIRROR_SCHEMA.names).cast(MIRROR_SCHEMA)
+    assert mirror_state(table) == expected_state(_RESULT)
+
+
+def test_a_namespace_event_acts_on_every_bucket(tmp_path: Path) -> None:
+    first = [
+        event_row("insert", ns=("shop", c), _id=n, doc={"_id": n}) for c in "abd" for n in range(9)
+    ]
+    second = [
+        event_row("update", ns=("shop", "a"), _id=1, diff={"u": {"v": 1}}),
+        event_row("rename", ns=("shop", "a"), to=("shop", "c")),
+        event_row("drop", ns=("shop", "b")),
+        event_row("update", ns=("shop", "c"), _id=2, diff={"u": {"w": 2}}),
+        event_row("dropDatabase", ns=("gone", None)),
+    ]
+    batches = [pa.Table.from_pylist(rows) for rows in (first, second)]
+    path = tmp_path / "bucketed"
+    create_bucketed_mirror(path, 4)
+    for batch_id, batch in enumerate(batches):
+        _apply(path, batch, batch_id, 4)
+    rows = _rows(path)
+    assert {(row["db"], row["coll"]) for row in rows} == {("shop", "c"), ("shop", "d")}
+    assert rows == _driver_rows(tmp_path / "driver", batches)
+
+
+def test_a_batch_touching_one_document_rewrites_only_its_bucket(tmp_path: Path) -> None:
+    inserts = [event_row("insert", _id=n, doc={"_id": n}) for n in range(64)]
+    path = tmp_path / "bucketed"
+    create_bucketed_mirror(path, 8)
+    _apply(path, pa.Table.from_pylist(inserts), 0, 8)
+    before = set(DeltaTable(str(path)).file_uris())
+    assert len(before) == 8  # every bucket holds documents, one file each
+    _apply(path, pa.Table.from_pylist([event_row("update", _id=5, diff={"u": {"x": 1}})]), 1, 8)
+    after = set(DeltaTable(str(path)).file_uris())
+    assert len(before - after) == len(after - before) == 1
+    bucket = zlib.crc32(document_id(inserts[5]["documentKey"]).encode()) % 8
+    assert f"/{BUCKET_COLUMN}={bucket}/" in next(iter(after - before))
+    written = committed_write(path, "app", 1)
+    assert written is not None
+    assert (written.events, written.rows_read, written.rows_written) == (1, 1, 1)
+
+
+def test_a_batch_commits_once_and_files_no_commit_names_are_never_read(tmp_path: Path) -> None:
+    path = tmp_path / "bucketed"
+    create_bucketed_mirror(path, 4)
+    batch = event_batches(_EVENTS, 100)[0]
+    table = open_table(path)
+    assert table is not None
+    orphan = write_buckets(path, table.version(), _shuffled(batch, 4), None, strict=True)
+    assert _apply(path, batch, 0, 4)
+    assert not _apply(path, batch, 0, 4)  # a replay: the table has batch 0
+    referenced = {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
+    assert not referenced & {w.added.path.rsplit("/", 1)[1] for w in orphan if w.added}
+    assert _rows(path) == _driver_rows(tmp_path / "driver", [batch])
+
+
+def test_a_table_moved_since_the_tasks_read_it_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bucketed"
+    create_bucketed_mirror(path, 2)
+    batches = event_batches(_EVENTS, 50)
+    table = open_table(path)
+    assert table is not None
+    # Read before batch 0 commits (lenient: the documents batch 1 updates are not there).
+    stale = write_buckets(path, table.version(), _shuffled(batches[1], 2), None, strict=False)
+    _apply(path, batches[0], 0, 2)
+    commit = BatchCommit(app_id="app", batch_id=1, watermark=batches[1]["_id"][-1].as_py())
+    with pytest.raises(SinkError, match="another writer"):
+        commit_buckets(path, table.version(), stale, commit)
+
+
+def test_an_unknown_update_is_the_drivers_error(tmp_path: Path) -> None:
+    batch = pa.Table.from_pylist([event_row("update", _id=7, diff={"u": {"x": 1}})])
+    with pytest.raises(SinkError) as driver:
+        _driver_rows(tmp_path / "driver", [batch])
+    path = tmp_path / "bucketed"
+    create_bucketed_mirror(path, 4)
+    with pytest.raises(SinkError) as bucketed:
+        _apply(path, batch, 0, 4)
+    assert str(bucketed.value) == str(driver.value)
+
+
+def test_the_bucket_count_is_the_tables_own(tmp_path: Path) -> None:
+    path = tmp_path / "bucketed"
+    assert create_bucketed_mirror(path, 8) == 8
+    assert create_bucketed_mirror(path, 32) == 8  # fixed once written
+    with pytest.raises(SinkError, match="bucket count from 1"):
+        create_bucketed_mirror(tmp_path / "other", 0)
+    plain = tmp_path / "plain"
+    DeltaTable.create(str(plain), MIRROR_SCHEMA)
+    with pytest.raises(SinkError, match="expected a bucketed mirror"):
+        bucket_count(DeltaTable(str(plain)), plain)
+
+
+def test_an_abort_after_a_tables_commit_keeps_that_tables_files(tmp_path: Path) -> None:
+    """Spark aborts a job whose commit failed; when the change log had committed the batch
+    before the mirror's commit failed, its files are its data and stay."""
+    create_changelog(tmp_path)
+    create_bucketed_mirror(tmp_path / MIRROR_TABLE, 4)
+    options = {
+        "path": str(tmp_path),
+        "appId": "app",
+        "batchId": "0",
+        "log": "true",
+        "mirrorVersion": "0",
+    }
+    events = _shuffled(event_batches(_EVENTS, 100)[0], 4)
+    logged = pc.or_(pc.is_valid(events["documentKey"]), pc.equal(events[EVENT_BUCKET], 0))
+    writer = LakehouseWriter(options)
+    message = writer.write(iter(events.append_column(LOGGED, logged).to_batches()))
+    assert message.changelog is not None
+    assert message.changelog.name is not None
+    assert commit_changelog_files(tmp_path, [message.changelog], "app", 0)
+    written = [tmp_path / MIRROR_TABLE / w.added.path for w in message.buckets if w.added]
+    assert written
+    assert all(path.exists() for path in written)
+    writer.abort([message])
+    assert (tmp_path / CHANGELOG_TABLE / message.changelog.name).exists()
+    assert not any(path.exists() for path in written)
+    assert len(read_table(tmp_path, CHANGELOG_TABLE)) == 100

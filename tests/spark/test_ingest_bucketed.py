@@ -1,0 +1,127 @@
+"""``shardstream ingest --mirror-layout bucketed``: the change log and the bucketed mirror
+written by Spark's tasks, each batch committed once per table by the driver; the mirror
+equal to the in-driver mirror's rows and to the simulator's final data, in merged and
+per-shard modes, and after kills."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.errors import StreamingQueryException
+
+from shardstream.spark.delta.changelog import CHANGELOG_TABLE
+from shardstream.spark.delta.commits import BatchCommit, table_rows
+from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror
+from shardstream.spark.delta.mirror_check import mirror_state, read_table
+from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, MIRROR_SCHEMA
+from shardstream.spark.delta.sink import CrashPoint
+from shardstream.spark.ingest import MirrorLayout
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    expected_state,
+    merged_events,
+    merged_file_events,
+    simulate,
+)
+
+SIMULATION = {"seed": 21, "shards": 4, "operations": 200}
+_SIMULATE_OPTIONS = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
+
+
+def _driver_mirror(tmp_path: Path, events: list[Any]) -> list[dict[str, Any]]:
+    """The in-driver one-table mirror's rows for ``events``: the oracle."""
+    mirror = DeltaMirror(tmp_path / "driver")
+    for batch_id, batch in enumerate(event_batches(events, 1_000)):
+        commit = BatchCommit(app_id="app", batch_id=batch_id, watermark=batch["_id"][-1].as_py())
+        mirror.write(mirror.prepare(batch), commit)
+    rows: list[dict[str, Any]] = mirror.read_all().sort_by(MERGE_KEY_ORDER).to_pylist()
+    return rows
+
+
+def _mirror_rows(root: Path) -> list[dict[str, Any]]:
+    table = table_rows(DeltaTable(str(root / MIRROR_TABLE)), MIRROR_SCHEMA.names)
+    rows: list[dict[str, Any]] = table.cast(MIRROR_SCHEMA).sort_by(MERGE_KEY_ORDER).to_pylist()
+    return rows
+
+
+def _committed_batches(path: Path) -> list[str]:
+    history = DeltaTable(str(path)).history()
+    return [commit["shardstream.batchId"] for commit in history if "shardstream.batchId" in commit]
+
+
+def _settings(root: Path, options: dict[str, str]) -> IngestSettings:
+    return IngestSettings(
+        table=root,
+        source_options={**options, "maxEventsPerTrigger": "150"},
+        bounded=True,
+        mirror_layout=MirrorLayout.BUCKETED,
+        mirror_buckets=4,
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("source", "mode"), [("simulate", "merged"), ("files", "perShard")])
+def test_the_tasks_write_the_drivers_mirror_one_commit_per_table_and_batch(
+    spark: Any, tmp_path: Path, source: str, mode: str
+) -> None:
+    result = simulate(**SIMULATION)
+    options = {"partitionMode": mode}
+    if source == "files":
+        files = result.write_oplogs(tmp_path / "oplogs")
+        options["oplog"] = ",".join(f"{name}={path}" for name, path in files.items())
+        events = merged_file_events(options["oplog"])
+    else:
+        options.update(_SIMULATE_OPTIONS)
+        events = merged_events(result)
+    root = tmp_path / "lake"
+    totals = run_ingest(
+        spark, _settings(root, options), IngestProgress(io.StringIO(), interactive=False)
+    )
+    assert totals.events == totals.changelog_rows == len(events)
+    assert totals.mirror_upserts > 0
+    assert sorted(read_table(root, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
+        event.token.data for event in events
+    )
+    assert _mirror_rows(root) == _driver_mirror(tmp_path, events)
+    assert mirror_state(read_table(root, MIRROR_TABLE)) == expected_state(result)
+    for table in (CHANGELOG_TABLE, MIRROR_TABLE):
+        committed = _committed_batches(root / table)
+        assert sorted(committed) == sorted(set(committed))
+        assert len(committed) == totals.batches > 1
+
+
+@pytest.mark.spark
+def test_a_killed_task_or_commit_between_the_tables_is_replayed_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """SIGKILL of a task after it wrote its files (batch 1), then of the writer's commit
+    after the change log committed batch 2 and before the mirror did: each run fails, the
+    rerun replays the batch into the table that lacks it, and both tables end exact."""
+    result = simulate(**SIMULATION)
+    events = merged_events(result)
+    settings = _settings(tmp_path / "lake", _SIMULATE_OPTIONS)
+    for point, batch in ((CrashPoint.IN_BATCH, 1), (CrashPoint.BETWEEN_COMMITS, 2)):
+        crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
+        with pytest.raises(StreamingQueryException):
+            run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+        query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
+        app = f"{APP_PREFIX}:{query}"
+        mirror = DeltaTable(str(settings.table / MIRROR_TABLE))
+        changelog = DeltaTable(str(settings.table / CHANGELOG_TABLE))
+        assert mirror.transaction_version(f"{app}:{MIRROR_TABLE}") == batch - 1
+        logged = changelog.transaction_version(f"{app}:{CHANGELOG_TABLE}")
+        assert logged == (batch if point is CrashPoint.BETWEEN_COMMITS else batch - 1)
+    run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert sorted(read_table(settings.table, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
+        event.token.data for event in events
+    )
+    assert _mirror_rows(settings.table) == _driver_mirror(tmp_path, events)
+    assert mirror_state(read_table(settings.table, MIRROR_TABLE)) == expected_state(result)
