@@ -1,19 +1,27 @@
-"""The change log written by Spark's tasks (``ingest --no-mirror``) against its ceiling.
+"""The ingest's sinks against their ceiling, the source into Spark's ``noop``, and how each
+scales from one task slot to two.
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.changelog_scaling [PER_SHARD] [BATCH]
+    .venv/bin/python -m benchmarks.ingest_scaling [PER_SHARD] [BATCH] [SINK,...]
 
 The benchmark corpus (4 BSON files, ObjectId keys) at PER_SHARD and 2 x PER_SHARD entries
 per shard (25,000 by default), perShard, ``maxEventsPerTrigger`` BATCH (50,000: several
 batches per run, so that the marginal rate holds per-batch costs too), each run a fresh
-process: the ingest with ``--no-mirror`` (``run_ingest``, the tasks write the change log's
-Parquet and the driver commits each batch's files) and the source into Spark's ``noop``
-sink (``spark_source_bound.py --one``: everything but a sink), on local[1] and local[2].
+process, on local[1] and local[2], into each SINK (default all):
+
+- ``noop``: the source into Spark's ``noop`` sink (``spark_source_bound.py --one``);
+- ``changelog``: ``ingest --no-mirror`` (the tasks write the change log, the driver commits);
+- ``bucketed``: ``ingest --mirror-layout bucketed`` (the tasks also rewrite the mirror's
+  buckets, 16; the driver commits both tables);
+- ``single``: ``ingest --mirror-layout single`` (the rows collected to the driver, which
+  writes both tables: the design the executors' writers replace).
+
 Marginal rates (the events the larger corpus adds over the time it adds), and the CPU per
 event of every process of a run (``timing.process_tree_cpu``) and of the driver's Python
-process alone (``time.process_time``), marginal too.  Issue 27's T3: the change log >= 0.8x
-the source into noop, and its local[2] >= 1.6x its local[1]; T4: the driver's CPU per event.
+process alone (``time.process_time``), marginal too.  Issue 27's T1 (a full ingest >= 0.5x
+noop), T3 (the change log >= 0.8x noop, local[2] >= 1.6x local[1]), T4 (the driver's CPU per
+event) and T6 (a full ingest's local[2] >= 1.5x its local[1]).
 """
 
 from __future__ import annotations
@@ -29,10 +37,12 @@ from benchmarks.ingest_throughput import SHARDS, corpus_pair, count_events, spar
 from benchmarks.timing import machine_line, process_tree_cpu
 
 MASTERS = ("local[1]", "local[2]")
+SINKS = ("noop", "changelog", "bucketed", "single")
 
 
-def _changelog(work: str, master: str, batch: str) -> dict[str, Any]:
-    """One ``--no-mirror`` ingest of the corpus in ``work``, in this process."""
+def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
+    """One ingest of the corpus in ``work`` into ``sink``'s tables, in this process."""
+    from shardstream.spark.ingest import MirrorLayout
     from shardstream.spark.ingest.progress import IngestProgress
     from shardstream.spark.ingest.query import IngestSettings, run_ingest
     from shardstream.spark.ingest.session import build_session
@@ -44,7 +54,11 @@ def _changelog(work: str, master: str, batch: str) -> dict[str, Any]:
         "maxEventsPerTrigger": batch,
     }
     settings = IngestSettings(
-        table=Path(work) / f"lake-{master[6]}", source_options=options, bounded=True, mirror=False
+        table=Path(work) / f"lake-{sink}-{master[6]}",
+        source_options=options,
+        bounded=True,
+        mirror=sink != "changelog",
+        mirror_layout=MirrorLayout.SINGLE if sink == "single" else MirrorLayout.BUCKETED,
     )
     started, cpu, driver = time.perf_counter(), process_tree_cpu(), time.process_time()
     totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
@@ -58,16 +72,19 @@ def _run(work: Path, master: str, sink: str, batch: str) -> dict[str, Any]:
     if sink == "noop":
         args = ["--one", str(work), master, "perShard", batch]
         return spark_child_json("benchmarks.spark_source_bound", args)
-    return spark_child_json("benchmarks.changelog_scaling", ["--one", str(work), master, batch])
+    return spark_child_json("benchmarks.ingest_scaling", ["--one", str(work), master, batch, sink])
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--one"]:
-        print(json.dumps(_changelog(argv[1], argv[2], argv[3])))
+        print(json.dumps(_ingest(argv[1], argv[2], argv[3], argv[4])))
         return
     per_shard = int(argv[0]) if argv else 25_000
     batch = argv[1] if len(argv) > 1 else "50000"
-    works = corpus_pair(per_shard, "changelog")
+    sinks = argv[2].split(",") if len(argv) > 2 else list(SINKS)
+    if "noop" not in sinks or not set(sinks) <= set(SINKS):
+        raise SystemExit(f"expected sinks among {SINKS}, noop included, got {sinks}")
+    works = corpus_pair(per_shard, "scaling")
     events = [count_events(work) for work in works]
     added = events[1] - events[0]
     print(machine_line())
@@ -82,7 +99,7 @@ def main(argv: list[str]) -> None:
     print("|---|---|---|---|---|---|")
     rates: dict[tuple[str, str], float] = {}
     for master in MASTERS:
-        for sink in ("noop", "changelog"):
+        for sink in sinks:
             runs = [_run(work, master, sink, batch) for work in works]
             if [run["events"] for run in runs] != events:
                 raise SystemExit(f"expected {events} events, got {[r['events'] for r in runs]}")
@@ -97,11 +114,12 @@ def main(argv: list[str]) -> None:
                 f"| {master} | {sink} | {runs[0]['wall']:.1f}, {runs[1]['wall']:.1f} | "
                 f"{rate:,.0f} | {cpu:.1f} | {driver} |"
             )
-    for master in MASTERS:
-        ratio = rates[(master, "changelog")] / rates[(master, "noop")]
-        print(f"T3 {master}: change log / noop = {ratio:.2f}x (target >= 0.8x)")
-    speedup = rates[("local[2]", "changelog")] / rates[("local[1]", "changelog")]
-    print(f"T3: change log local[2] / local[1] = {speedup:.2f}x (target >= 1.6x)")
+    for sink in sinks[1:]:
+        for master in MASTERS:
+            ratio = rates[(master, sink)] / rates[(master, "noop")]
+            print(f"{sink} {master}: / noop = {ratio:.2f}x (T1 >= 0.5x full, T3 >= 0.8x log)")
+        speedup = rates[("local[2]", sink)] / rates[("local[1]", sink)]
+        print(f"{sink}: local[2] / local[1] = {speedup:.2f}x (T3 >= 1.6x log, T6 >= 1.5x full)")
 
 
 if __name__ == "__main__":
