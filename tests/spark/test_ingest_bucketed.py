@@ -11,16 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
 from shardstream.spark.delta.changelog import CHANGELOG_TABLE
-from shardstream.spark.delta.commits import BatchCommit, table_rows
+from shardstream.spark.delta.commits import BatchCommit, table_rows, watermark_cluster_time
 from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror
 from shardstream.spark.delta.mirror_check import mirror_state, read_table
 from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, MIRROR_SCHEMA
-from shardstream.spark.delta.sink import CrashPoint
+from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
@@ -125,3 +126,25 @@ def test_a_killed_task_or_commit_between_the_tables_is_replayed_once(
     )
     assert _mirror_rows(settings.table) == _driver_mirror(tmp_path, events)
     assert mirror_state(read_table(settings.table, MIRROR_TABLE)) == expected_state(result)
+
+
+@pytest.mark.spark
+def test_an_update_of_a_document_never_held_is_the_drivers_verdict(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A stream started mid-way: strict, the tasks fail the batch with the in-driver mirror's
+    error; lenient, they count the updates they skip, as the in-driver mirror does."""
+    events = merged_events(simulate(**SIMULATION))
+    time = watermark_cluster_time(events[len(events) // 2].token.data)
+    options = {**_SIMULATE_OPTIONS, "startAtOperationTime": f"{time.time},{time.inc}"}
+    strict = _settings(tmp_path / "strict", options)
+    with pytest.raises(StreamingQueryException, match="expected the mirror to hold the document"):
+        run_ingest(spark, strict, IngestProgress(io.StringIO(), interactive=False))
+    lenient = dataclasses.replace(strict, table=tmp_path / "lenient", strict=False)
+    totals = run_ingest(spark, lenient, IngestProgress(io.StringIO(), interactive=False))
+    later = [event for event in events if event.token_data.cluster_time >= time]
+    reference = LakehouseSink(tmp_path / "driver", "app", strict=False, layout=MirrorLayout.SINGLE)
+    expected = reference.write_batch(pa.concat_tables(event_batches(later, 1_000)), 0)
+    assert expected.mirror is not None
+    assert totals.unknown_updates == expected.mirror.unknown_updates > 0
+    assert _mirror_rows(tmp_path / "lenient") == _mirror_rows(tmp_path / "driver")
