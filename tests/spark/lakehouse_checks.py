@@ -20,6 +20,9 @@ from shardstream.sim import (
     simulated_sources,
 )
 from shardstream.sim.apply_events import encoded_state
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.mirror import DeltaMirror
+from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.extended_json import event_to_json
@@ -62,6 +65,17 @@ def event_batches(events: list[ChangeEvent], size: int) -> list[pa.Table]:
         pa.Table.from_batches([events_to_batch(events[start : start + size])])
         for start in range(0, len(events), size)
     ]
+
+
+def driver_mirror_rows(root: Path, batches: list[pa.Table]) -> list[dict[str, Any]]:
+    """The in-driver one-table mirror's rows (key order) after ``batches``, written under
+    ``root``: the oracle of the mirrors written elsewhere (worker processes, Spark's tasks)."""
+    mirror = DeltaMirror(root)
+    for batch_id, batch in enumerate(batches):
+        commit = BatchCommit(app_id="app", batch_id=batch_id, watermark=batch["_id"][-1].as_py())
+        mirror.write(mirror.prepare(batch.sort_by("_id")), commit)
+    rows: list[dict[str, Any]] = mirror.read_all().sort_by(MERGE_KEY_ORDER).to_pylist()
+    return rows
 
 
 def expected_state(result: SimulationResult) -> dict[Any, dict[bytes, bytes]]:

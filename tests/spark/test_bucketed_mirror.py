@@ -26,12 +26,13 @@ from shardstream.spark.delta.bucketed.bucket_writer import EVENT_BUCKET, write_b
 from shardstream.spark.delta.changelog import CHANGELOG_TABLE
 from shardstream.spark.delta.changelog_files import commit_changelog_files, create_changelog
 from shardstream.spark.delta.commits import BatchCommit, committed_watermark, open_table, table_rows
-from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror
+from shardstream.spark.delta.mirror import MIRROR_TABLE
 from shardstream.spark.delta.mirror_check import mirror_state, read_table
 from shardstream.spark.delta.mirror_keys import document_id
 from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
 from shardstream.spark.ingest.lakehouse_writer import LOGGED, LakehouseWriter
 from tests.spark.lakehouse_checks import (
+    driver_mirror_rows,
     event_batches,
     event_row,
     expected_state,
@@ -81,15 +82,6 @@ def _rows(path: Path) -> list[dict[str, object]]:
     return rows
 
 
-def _driver_rows(root: Path, batches: list[pa.Table]) -> list[dict[str, object]]:
-    mirror = DeltaMirror(root)
-    for batch_id, batch in enumerate(batches):
-        commit = BatchCommit(app_id="app", batch_id=batch_id, watermark=batch["_id"][-1].as_py())
-        mirror.write(mirror.prepare(batch.sort_by("_id")), commit)
-    rows: list[dict[str, object]] = mirror.read_all().sort_by(MERGE_KEY_ORDER).to_pylist()
-    return rows
-
-
 @pytest.mark.parametrize("buckets", [1, 4, 16])
 def test_buckets_give_the_drivers_mirror(tmp_path: Path, buckets: int) -> None:
     """Migrations, transactions, drops and renames of the simulator, in batches of 120."""
@@ -99,7 +91,7 @@ def test_buckets_give_the_drivers_mirror(tmp_path: Path, buckets: int) -> None:
     for batch_id, batch in enumerate(batches):
         assert _apply(path, batch, batch_id, buckets)
     assert len(batches) > 4
-    assert _rows(path) == _driver_rows(tmp_path / "driver", batches)
+    assert _rows(path) == driver_mirror_rows(tmp_path / "driver", batches)
     table = table_rows(DeltaTable(str(path)), MIRROR_SCHEMA.names).cast(MIRROR_SCHEMA)
     assert mirror_state(table) == expected_state(_RESULT)
 
@@ -122,7 +114,7 @@ def test_a_namespace_event_acts_on_every_bucket(tmp_path: Path) -> None:
         _apply(path, batch, batch_id, 4)
     rows = _rows(path)
     assert {(row["db"], row["coll"]) for row in rows} == {("shop", "c"), ("shop", "d")}
-    assert rows == _driver_rows(tmp_path / "driver", batches)
+    assert rows == driver_mirror_rows(tmp_path / "driver", batches)
 
 
 def test_a_batch_touching_one_document_rewrites_only_its_bucket(tmp_path: Path) -> None:
@@ -153,7 +145,7 @@ def test_a_batch_commits_once_and_files_no_commit_names_are_never_read(tmp_path:
     assert not _apply(path, batch, 0, 4)  # a replay: the table has batch 0
     referenced = {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
     assert not referenced & {w.added.path.rsplit("/", 1)[1] for w in orphan if w.added}
-    assert _rows(path) == _driver_rows(tmp_path / "driver", [batch])
+    assert _rows(path) == driver_mirror_rows(tmp_path / "driver", [batch])
 
 
 def test_a_table_moved_since_the_tasks_read_it_is_refused(tmp_path: Path) -> None:
@@ -173,7 +165,7 @@ def test_a_table_moved_since_the_tasks_read_it_is_refused(tmp_path: Path) -> Non
 def test_an_unknown_update_is_the_drivers_error(tmp_path: Path) -> None:
     batch = pa.Table.from_pylist([event_row("update", _id=7, diff={"u": {"x": 1}})])
     with pytest.raises(SinkError) as driver:
-        _driver_rows(tmp_path / "driver", [batch])
+        driver_mirror_rows(tmp_path / "driver", [batch])
     path = tmp_path / "bucketed"
     create_bucketed_mirror(path, 4)
     with pytest.raises(SinkError) as bucketed:

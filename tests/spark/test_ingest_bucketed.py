@@ -17,8 +17,8 @@ from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
 from shardstream.spark.delta.changelog import CHANGELOG_TABLE
-from shardstream.spark.delta.commits import BatchCommit, table_rows, watermark_cluster_time
-from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror
+from shardstream.spark.delta.commits import table_rows, watermark_cluster_time
+from shardstream.spark.delta.mirror import MIRROR_TABLE
 from shardstream.spark.delta.mirror_check import mirror_state, read_table
 from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, MIRROR_SCHEMA
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
@@ -26,6 +26,7 @@ from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
 from tests.spark.lakehouse_checks import (
+    driver_mirror_rows,
     event_batches,
     expected_state,
     merged_events,
@@ -35,16 +36,6 @@ from tests.spark.lakehouse_checks import (
 
 SIMULATION = {"seed": 21, "shards": 4, "operations": 200}
 _SIMULATE_OPTIONS = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
-
-
-def _driver_mirror(tmp_path: Path, events: list[Any]) -> list[dict[str, Any]]:
-    """The in-driver one-table mirror's rows for ``events``: the oracle."""
-    mirror = DeltaMirror(tmp_path / "driver")
-    for batch_id, batch in enumerate(event_batches(events, 1_000)):
-        commit = BatchCommit(app_id="app", batch_id=batch_id, watermark=batch["_id"][-1].as_py())
-        mirror.write(mirror.prepare(batch), commit)
-    rows: list[dict[str, Any]] = mirror.read_all().sort_by(MERGE_KEY_ORDER).to_pylist()
-    return rows
 
 
 def _mirror_rows(root: Path) -> list[dict[str, Any]]:
@@ -91,7 +82,9 @@ def test_the_tasks_write_the_drivers_mirror_one_commit_per_table_and_batch(
     assert sorted(read_table(root, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
         event.token.data for event in events
     )
-    assert _mirror_rows(root) == _driver_mirror(tmp_path, events)
+    assert _mirror_rows(root) == driver_mirror_rows(
+        tmp_path / "driver", event_batches(events, 1_000)
+    )
     assert mirror_state(read_table(root, MIRROR_TABLE)) == expected_state(result)
     for table in (CHANGELOG_TABLE, MIRROR_TABLE):
         committed = _committed_batches(root / table)
@@ -124,7 +117,9 @@ def test_a_killed_task_or_commit_between_the_tables_is_replayed_once(
     assert sorted(read_table(settings.table, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
         event.token.data for event in events
     )
-    assert _mirror_rows(settings.table) == _driver_mirror(tmp_path, events)
+    assert _mirror_rows(settings.table) == driver_mirror_rows(
+        tmp_path / "driver", event_batches(events, 1_000)
+    )
     assert mirror_state(read_table(settings.table, MIRROR_TABLE)) == expected_state(result)
 
 

@@ -12,7 +12,10 @@ Why these and not a layout: partitioning either table by a hash of the document 
 multiply each batch's files by the partition count (the small-file problem this solves),
 and Z-ordering the mirror by ``_id`` (better data skipping for the MERGE's key lookups)
 rewrites the whole table each time; compaction keeps the file count near
-``table size / target file size`` at a cost proportional to what changed. Old files stay
+``table size / target file size`` at a cost proportional to what changed. (The bucketed
+mirror, ``--mirror-layout bucketed``, is partitioned so, but keeps one file per bucket by
+construction: a touched bucket is rewritten whole, so it gives compaction nothing to do;
+it pays instead with rewriting whole buckets.) Old files stay
 on disk until ``vacuum`` (Delta's retention, 7 days by default, protects readers and time
 travel); run ``DeltaTable(path).vacuum(dry_run=False)`` on the schedule that suits.
 
