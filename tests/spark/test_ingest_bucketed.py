@@ -16,6 +16,8 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
+from shardstream.cli.ingest_options import source_options
+from shardstream.cli.main import _build_parser
 from shardstream.spark.delta.changelog import CHANGELOG_TABLE
 from shardstream.spark.delta.commits import table_rows, watermark_cluster_time
 from shardstream.spark.delta.mirror import MIRROR_TABLE
@@ -25,6 +27,7 @@ from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from tests.spark.ingest_runs import ingest_process
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,
     event_batches,
@@ -143,3 +146,39 @@ def test_an_update_of_a_document_never_held_is_the_drivers_verdict(
     assert expected.mirror is not None
     assert totals.unknown_updates == expected.mirror.unknown_updates > 0
     assert _mirror_rows(tmp_path / "lenient") == _mirror_rows(tmp_path / "driver")
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_a_driver_killed_after_both_commits_replays_the_batch_as_done(
+    spark: Any, tmp_path: Path
+) -> None:
+    """SIGKILL of the driver (the CLI's process) after batch 1's two commits, before Spark's
+    commit log: the rerun (in this process, the CLI's options) replays batch 1, finds both
+    tables hold it, writes nothing for it, and ends exact."""
+    simulation = {"shards": 3, "entries": 300, "seed": 5}
+    result = simulate(seed=5, shards=3, operations=300)
+    events = merged_events(result)
+    root = tmp_path / "lake"
+    bucketed = ["--mirror-layout", "bucketed"]
+    run = ingest_process(root, simulation, batch=100, crash="after-commits:1", extra=bucketed)
+    assert run.returncode != 0
+    flags = [f"--{name}={value}" for name, value in simulation.items()]
+    argv = ["ingest", "--table", str(root), "--simulate", *flags, *bucketed]
+    args = _build_parser().parse_args([*argv, "--max-events-per-batch", "100"])
+    settings = IngestSettings(
+        table=root,
+        source_options=source_options(args),
+        bounded=True,
+        mirror_layout=MirrorLayout.BUCKETED,
+    )
+    totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert totals.batches >= 2  # batch 1 again (as done), then the rest
+    for table in (CHANGELOG_TABLE, MIRROR_TABLE):
+        committed = _committed_batches(root / table)
+        assert sorted(committed) == sorted(set(committed))  # each batch committed once ...
+        assert "1" in committed  # ... batch 1 among them, by the killed run
+    assert sorted(read_table(root, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
+        event.token.data for event in events
+    )
+    assert mirror_state(read_table(root, MIRROR_TABLE)) == expected_state(result)
