@@ -18,6 +18,7 @@ from pyspark.errors import StreamingQueryException
 
 from shardstream.cli.ingest_options import source_options
 from shardstream.cli.main import _build_parser
+from shardstream.spark.delta.bucketed.bucket_writer import EVENT_BUCKET
 from shardstream.spark.delta.changelog import CHANGELOG_TABLE
 from shardstream.spark.delta.commits import table_rows, watermark_cluster_time
 from shardstream.spark.delta.mirror import MIRROR_TABLE
@@ -25,6 +26,7 @@ from shardstream.spark.delta.mirror_check import mirror_state, read_table
 from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, MIRROR_SCHEMA
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
+from shardstream.spark.ingest.lakehouse_writer import LOGGED, by_bucket
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
 from tests.spark.ingest_runs import ingest_process
@@ -38,6 +40,7 @@ from tests.spark.lakehouse_checks import (
 )
 
 SIMULATION = {"seed": 21, "shards": 4, "operations": 200}
+_KEY_DDL = "documentKey string, _id string"
 _SIMULATE_OPTIONS = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
 
 
@@ -182,3 +185,17 @@ def test_a_driver_killed_after_both_commits_replays_the_batch_as_done(
         event.token.data for event in events
     )
     assert mirror_state(read_table(root, MIRROR_TABLE)) == expected_state(result)
+
+
+@pytest.mark.spark
+def test_every_event_with_a_document_key_goes_to_one_bucket(spark: Any) -> None:
+    """Whatever its _id (null included) or a documentKey the mirror will refuse; an event
+    with none goes to every bucket and is logged once."""
+    keys = ['{"_id": {"$oid": "64b000000000000000000001"}}', '{"_id": null}', "not json", None]
+    frame = spark.createDataFrame([(key, f"{n:02d}") for n, key in enumerate(keys)], _KEY_DDL)
+    rows = by_bucket(frame, 4, 2).collect()
+    copies = {key: [row for row in rows if row["documentKey"] == key] for key in keys[:3]}
+    assert all(len(found) == 1 for found in copies.values())
+    assert all(row[LOGGED] for found in copies.values() for row in found)
+    spread = sorted((row[EVENT_BUCKET], row[LOGGED]) for row in rows if row["documentKey"] is None)
+    assert spread == [(0, True), (1, False), (2, False), (3, False)]

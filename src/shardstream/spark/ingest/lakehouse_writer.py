@@ -162,15 +162,18 @@ def by_bucket(frame: Any, buckets: int, tasks: int) -> Any:
     ``tasks`` tasks (a task takes several buckets when there are more buckets than tasks).
 
     An event's bucket is ``pmod(xxhash64(its documentKey's _id as JSON), buckets)``
-    (bucket_table.py); an event naming no document (a drop, a rename, a DDL event) goes to
+    (bucket_table.py); an event without a documentKey (a drop, a rename, a DDL event) goes to
     every bucket, which each apply it to their own rows, and is logged once (bucket 0's).
     """
-    key = functions.get_json_object(functions.col("documentKey"), "$._id")
+    document_key = functions.col("documentKey")
+    # A null _id (a document may have one) or an unreadable documentKey hashes as null does:
+    # still one bucket, where the mirror's code keys (or refuses) the event as in the driver.
+    key = functions.get_json_object(document_key, "$._id")
     own = functions.pmod(functions.xxhash64(key), functions.lit(buckets)).cast("int")
     every = functions.sequence(functions.lit(0), functions.lit(buckets - 1))
-    chosen = functions.when(key.isNull(), every).otherwise(functions.array(own))
+    chosen = functions.when(document_key.isNull(), every).otherwise(functions.array(own))
     spread = frame.select("*", functions.explode(chosen).alias(EVENT_BUCKET))
-    logged = key.isNotNull() | (functions.col(EVENT_BUCKET) == 0)
+    logged = document_key.isNotNull() | (functions.col(EVENT_BUCKET) == 0)
     return (
         spread.withColumn(LOGGED, logged)
         .repartition(tasks, EVENT_BUCKET)

@@ -2,7 +2,7 @@
 touched bucket written again as one new file.
 
 The task is given every event of its buckets (Spark shuffled the batch by bucket; an event
-that names no document, such as a drop, is given to every bucket), sorted by bucket and
+without a documentKey, such as a drop, is given to every bucket), sorted by bucket and
 token.  Per bucket it drops the events at or below the table's watermark, reads the bucket's
 files as of the version the driver pinned, and applies the events exactly as the in-driver
 mirror does (:func:`~shardstream.spark.delta.mirror_prepare.prepare_with`: the same plain
