@@ -44,6 +44,24 @@ def merged_events(result: SimulationResult, *, seed: int = 0) -> list[ChangeEven
     return events
 
 
+def simulated_input(
+    source: str, directory: Path, *, seed: int, shards: int, operations: int
+) -> tuple[dict[str, str], SimulationResult, list[ChangeEvent]]:
+    """A seeded simulated run as the source reads it: ``simulate`` (its tasks run the
+    simulator) or ``files`` (the run's oplogs written as BSON files under ``directory``).
+
+    Returns:
+        The source's input options, the run, and its whole merged stream.
+    """
+    result = simulate(seed=seed, shards=shards, operations=operations)
+    if source == "files":
+        files = result.write_oplogs(directory / "oplogs")
+        oplog = ",".join(f"{name}={path}" for name, path in files.items())
+        return {"oplog": oplog}, result, merged_file_events(oplog)
+    options = {"simulate": "true", "shards": str(shards), "entries": str(operations)}
+    return {**options, "seed": str(seed)}, result, merged_events(result)
+
+
 def merged_file_events(oplog: str, *, raw: bool = True) -> list[ChangeEvent]:
     """The whole merged stream of the oplog files ``oplog`` names (``NAME=PATH,...``, the
     source's option), read raw (the fast path where it applies) or decoded."""

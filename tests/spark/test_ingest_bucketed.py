@@ -35,13 +35,12 @@ from tests.spark.lakehouse_checks import (
     event_batches,
     expected_state,
     merged_events,
-    merged_file_events,
     simulate,
+    simulated_input,
 )
 
 SIMULATION = {"seed": 21, "shards": 4, "operations": 200}
 _KEY_DDL = "documentKey string, _id string"
-_SIMULATE_OPTIONS = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
 
 
 def _mirror_rows(root: Path) -> list[dict[str, Any]]:
@@ -70,15 +69,8 @@ def _settings(root: Path, options: dict[str, str]) -> IngestSettings:
 def test_the_tasks_write_the_drivers_mirror_one_commit_per_table_and_batch(
     spark: Any, tmp_path: Path, source: str, mode: str
 ) -> None:
-    result = simulate(**SIMULATION)
-    options = {"partitionMode": mode}
-    if source == "files":
-        files = result.write_oplogs(tmp_path / "oplogs")
-        options["oplog"] = ",".join(f"{name}={path}" for name, path in files.items())
-        events = merged_file_events(options["oplog"])
-    else:
-        options.update(_SIMULATE_OPTIONS)
-        events = merged_events(result)
+    given, result, events = simulated_input(source, tmp_path, **SIMULATION)
+    options = {**given, "partitionMode": mode}
     root = tmp_path / "lake"
     totals = run_ingest(
         spark, _settings(root, options), IngestProgress(io.StringIO(), interactive=False)
@@ -105,9 +97,8 @@ def test_a_killed_task_or_commit_between_the_tables_is_replayed_once(
     """SIGKILL of a task after it wrote its files (batch 1), then of the writer's commit
     after the change log committed batch 2 and before the mirror did: each run fails, the
     rerun replays the batch into the table that lacks it, and both tables end exact."""
-    result = simulate(**SIMULATION)
-    events = merged_events(result)
-    settings = _settings(tmp_path / "lake", _SIMULATE_OPTIONS)
+    options, result, events = simulated_input("simulate", tmp_path, **SIMULATION)
+    settings = _settings(tmp_path / "lake", options)
     for point, batch in ((CrashPoint.IN_BATCH, 1), (CrashPoint.BETWEEN_COMMITS, 2)):
         crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
         with pytest.raises(StreamingQueryException):
@@ -135,9 +126,9 @@ def test_an_update_of_a_document_never_held_is_the_drivers_verdict(
 ) -> None:
     """A stream started mid-way: strict, the tasks fail the batch with the in-driver mirror's
     error; lenient, they count the updates they skip, as the in-driver mirror does."""
-    events = merged_events(simulate(**SIMULATION))
+    given, _, events = simulated_input("simulate", tmp_path, **SIMULATION)
     time = watermark_cluster_time(events[len(events) // 2].token.data)
-    options = {**_SIMULATE_OPTIONS, "startAtOperationTime": f"{time.time},{time.inc}"}
+    options = {**given, "startAtOperationTime": f"{time.time},{time.inc}"}
     strict = _settings(tmp_path / "strict", options)
     with pytest.raises(StreamingQueryException, match="expected the mirror to hold the document"):
         run_ingest(spark, strict, IngestProgress(io.StringIO(), interactive=False))

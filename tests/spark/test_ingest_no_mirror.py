@@ -31,8 +31,8 @@ from tests.spark.ingest_runs import ingest_process
 from tests.spark.lakehouse_checks import (
     event_batches,
     merged_events,
-    merged_file_events,
     simulate,
+    simulated_input,
 )
 
 SIMULATION = {"seed": 21, "shards": 4, "operations": 200}
@@ -71,16 +71,8 @@ def _parquet_files(root: Path) -> set[str]:
 def test_the_tasks_write_the_reference_change_log_one_commit_per_batch(
     spark: Any, tmp_path: Path, source: str, mode: str
 ) -> None:
-    result = simulate(**SIMULATION)
-    options = {"partitionMode": mode, "maxEventsPerTrigger": "120"}
-    if source == "files":
-        files = result.write_oplogs(tmp_path / "oplogs")
-        options["oplog"] = ",".join(f"{name}={path}" for name, path in files.items())
-        events = merged_file_events(options["oplog"])
-    else:
-        simulation = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
-        options.update(simulation)
-        events = merged_events(result)
+    given, _, events = simulated_input(source, tmp_path, **SIMULATION)
+    options = {**given, "partitionMode": mode, "maxEventsPerTrigger": "120"}
     root = tmp_path / "lake"
     settings = IngestSettings(table=root, source_options=options, bounded=True, mirror=False)
     totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
@@ -101,16 +93,16 @@ def test_a_file_no_commit_names_is_never_read_and_a_batch_commits_once(tmp_path:
     events = merged_events(simulate(**SIMULATION))
     halves = event_batches(events[:100], 50)
     create_changelog(tmp_path)
-    orphan = write_changelog_file(tmp_path, halves[0].to_batches(), None)  # never committed
-    replayed = [write_changelog_file(tmp_path, half.to_batches(), None) for half in halves]
+    orphan = write_changelog_file(tmp_path, halves[0], None)  # never committed
+    replayed = [write_changelog_file(tmp_path, half, None) for half in halves]
     assert commit_changelog_files(tmp_path, replayed, "app", 0)
-    again = [write_changelog_file(tmp_path, half.to_batches(), None) for half in halves]
+    again = [write_changelog_file(tmp_path, half, None) for half in halves]
     assert not commit_changelog_files(tmp_path, again, "app", 0)
     assert orphan.name not in _referenced(tmp_path)
     assert _stored_rows(tmp_path) == _reference_rows(events[:100])
     # A later batch's task drops what the table holds (a restart without the checkpoint).
     overlap = write_changelog_file(
-        tmp_path, event_batches(events[80:120], 40)[0].to_batches(), events[99].token.data
+        tmp_path, event_batches(events[80:120], 40)[0], events[99].token.data
     )
     assert (overlap.events, overlap.rows) == (40, 20)
     assert commit_changelog_files(tmp_path, [overlap], "app", 1)
@@ -124,8 +116,7 @@ def test_a_killed_task_or_commit_fails_the_batch_and_the_rerun_writes_it_once(
     """SIGKILL of a task after it wrote its file (batch 1), then of the writer's commit
     (batch 2; the tasks' files written): each run fails, the rerun replays the batch, and
     the change log ends with every event once, the killed attempts' files never read."""
-    events = merged_events(simulate(**SIMULATION))
-    options = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}
+    options, _, events = simulated_input("simulate", tmp_path, **SIMULATION)
     settings = IngestSettings(
         table=tmp_path / "lake",
         source_options={**options, "maxEventsPerTrigger": "120"},

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -32,11 +32,10 @@ from shardstream.spark.delta.changelog import (
     newer_than,
 )
 from shardstream.spark.delta.commits import (
-    APP_KEY,
-    BATCH_KEY,
     WATERMARK_KEY,
     BatchCommit,
     already_committed,
+    batch_metadata,
     committed_watermark,
     open_table,
 )
@@ -70,13 +69,11 @@ class ChangelogFile:
 
 
 def write_changelog_file(
-    root: str | Path, batches: Iterable[pa.RecordBatch], watermark: str | None
+    root: str | Path, events: pa.Table, watermark: str | None
 ) -> ChangelogFile:
-    """Write a task's events (``EVENT_SCHEMA`` batches) newer than ``watermark`` into one
+    """Write a task's events (``EVENT_SCHEMA`` columns) newer than ``watermark`` into one
     file of the change log under the lakehouse ``root``."""
-    given = list(batches)
-    events = pa.Table.from_batches(given) if given else None
-    if events is None or events.num_rows == 0:
+    if events.num_rows == 0:
         return ChangelogFile(None, 0, 0, None, None, 0, None)
     last_event: str = pc.max(events["_id"]).as_py()
     fresh = newer_than(events, watermark).select(list(PUBLIC_COLUMNS)).sort_by("_id")
@@ -127,12 +124,8 @@ def commit_changelog_files(
     actions: list[AddAction | RemoveAction] = [
         AddAction(f.name, f.size, {}, now, True, _stats(f)) for f in files if f.name is not None
     ]
-    properties = commit.properties(CHANGELOG_TABLE, committed_watermark(table))
-    counts = {
-        ROWS_KEY: str(sum(f.rows for f in files)),
-        EVENTS_KEY: str(sum(f.events for f in files)),
-    }
-    properties.custom_metadata = {**(properties.custom_metadata or {}), **counts}
+    counts = {ROWS_KEY: sum(f.rows for f in files), EVENTS_KEY: sum(f.events for f in files)}
+    properties = commit.properties(CHANGELOG_TABLE, committed_watermark(table), counts)
     table.create_write_transaction(
         actions, mode="append", schema=CHANGELOG_SCHEMA, commit_properties=properties
     )
@@ -142,11 +135,8 @@ def commit_changelog_files(
 def committed_counts(root: str | Path, app_id: str, batch_id: int) -> tuple[int, int, str] | None:
     """(events, rows, watermark) of the batch's commit when it is the table's newest (None:
     it is not: the batch committed nothing)."""
-    table = open_table(Path(root) / CHANGELOG_TABLE)
-    if table is None:
-        return None
-    newest = table.history(1)[0]
-    if newest.get(APP_KEY) != app_id or newest.get(BATCH_KEY) != str(batch_id):
+    newest = batch_metadata(Path(root) / CHANGELOG_TABLE, app_id, batch_id)
+    if newest is None:
         return None
     return int(newest[EVENTS_KEY]), int(newest[ROWS_KEY]), str(newest[WATERMARK_KEY])
 

@@ -14,7 +14,7 @@ app: its batch ids start again at 0 and must not be compared with the old ones.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,7 +48,9 @@ class BatchCommit:
     batch_id: int
     watermark: str
 
-    def properties(self, table: str, previous: str | None) -> CommitProperties:
+    def properties(
+        self, table: str, previous: str | None, counts: Mapping[str, int] | None = None
+    ) -> CommitProperties:
         """Commit properties: the table's app transaction plus the watermark metadata.
 
         Args:
@@ -56,6 +58,9 @@ class BatchCommit:
             previous: the table's watermark before this batch.  A table's watermark never
                 goes back: after a lost checkpoint a new stream replays from the lower of
                 the two tables' watermarks, below the other table's.
+            counts: more metadata, what the batch did (read back by
+                :func:`batch_metadata`: the driver that commits tasks' files never saw
+                their rows).
         """
         return CommitProperties(
             app_transactions=[Transaction(transaction_app_id(self.app_id, table), self.batch_id)],
@@ -63,6 +68,7 @@ class BatchCommit:
                 WATERMARK_KEY: self.advanced(previous),
                 APP_KEY: self.app_id,
                 BATCH_KEY: str(self.batch_id),
+                **{key: str(count) for key, count in (counts or {}).items()},
             },
         )
 
@@ -89,6 +95,18 @@ def already_committed(table: DeltaTable | None, commit: BatchCommit, name: str) 
         return False
     version = table.transaction_version(transaction_app_id(commit.app_id, name))
     return version is not None and version >= commit.batch_id
+
+
+def batch_metadata(path: Path, app_id: str, batch_id: int) -> dict[str, Any] | None:
+    """The metadata of the batch's commit to the table at ``path`` when it is the table's
+    newest (None: no table, or the batch committed nothing there)."""
+    table = open_table(path)
+    if table is None:
+        return None
+    newest: dict[str, Any] = table.history(1)[0]
+    if newest.get(APP_KEY) != app_id or newest.get(BATCH_KEY) != str(batch_id):
+        return None
+    return newest
 
 
 def committed_watermark(table: DeltaTable | None) -> str | None:

@@ -99,9 +99,7 @@ class LakehouseWriter(DataSourceArrowWriter):
         logged = events.filter(events[LOGGED]) if LOGGED in events.column_names else events
         changelog = None
         if self.log:
-            changelog = write_changelog_file(
-                self.root, logged.to_batches(), self.changelog_watermark
-            )
+            changelog = write_changelog_file(self.root, logged, self.changelog_watermark)
         buckets: list[BucketWrite] = []
         if self.mirror_version >= 0:
             buckets = write_buckets(

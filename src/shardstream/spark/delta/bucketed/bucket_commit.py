@@ -23,10 +23,9 @@ from shardstream.errors import SinkError
 from shardstream.spark.delta.bucketed.bucket_table import BUCKET_COLUMN, BUCKETED_SCHEMA
 from shardstream.spark.delta.bucketed.bucket_writer import BucketWrite
 from shardstream.spark.delta.commits import (
-    APP_KEY,
-    BATCH_KEY,
     BatchCommit,
     already_committed,
+    batch_metadata,
     committed_watermark,
     open_table,
 )
@@ -73,9 +72,8 @@ def commit_buckets(
             actions.append(
                 AddAction(write.added.path, write.added.size, partition, now, True, write.stats)
             )
-    properties = commit.properties(MIRROR_TABLE, committed_watermark(table))
-    counts = {key: str(sum(getattr(w, name) for w in writes)) for name, key in _COUNT_KEYS.items()}
-    properties.custom_metadata = {**(properties.custom_metadata or {}), **counts}
+    counts = {key: sum(getattr(w, name) for w in writes) for name, key in _COUNT_KEYS.items()}
+    properties = commit.properties(MIRROR_TABLE, committed_watermark(table), counts)
     table.create_write_transaction(
         actions,
         mode="append",
@@ -88,11 +86,8 @@ def commit_buckets(
 
 def committed_write(path: Path, app_id: str, batch_id: int) -> MirrorWrite | None:
     """What the batch's commit recorded when it is the table's newest (None: it is not)."""
-    table = open_table(path)
-    if table is None:
-        return None
-    newest = table.history(1)[0]
-    if newest.get(APP_KEY) != app_id or newest.get(BATCH_KEY) != str(batch_id):
+    newest = batch_metadata(path, app_id, batch_id)
+    if newest is None:
         return None
     counts = {name: int(newest.get(key, 0)) for name, key in _COUNT_KEYS.items()}
     return MirrorWrite(**counts)
