@@ -215,15 +215,15 @@ def count_events(work: Path) -> int:
 def _mirror_strategies(rows: int, changed: int) -> None:
     from deltalake import DeltaTable, write_deltalake
 
-    from shardstream.spark.delta.mirror import DeltaMirror
-    from shardstream.spark.delta.mirror_prepare import (
+    from shardstream.spark.delta.mirror.prepare import (
         MIRROR_SCHEMA,
         PreparedBatch,
         load_rows,
         merge_source,
         sql_literal,
     )
-    from shardstream.spark.delta.mirror_state import BatchNeeds, MirrorRow
+    from shardstream.spark.delta.mirror.state import BatchNeeds, MirrorRow
+    from shardstream.spark.delta.mirror.table import DeltaMirror
 
     def document(index: int, revision: int) -> MirrorRow:
         key = f'{{"_id": {{"$numberInt": "{index}"}}}}'

@@ -7,7 +7,7 @@ Run from the repository root::
 A mirror of MIRROR_ROWS documents (600,000 by default; ObjectId ids, ~300-byte documents,
 three collections) written once; then, for batches needing 2,000, 7,000 and 25,000 of its
 documents (picked at random), the median of five reads each by
-``mirror_prepare.load_rows`` (namespaces in the SQL, the ids matched in Arrow) and by one
+``mirror.prepare.load_rows`` (namespaces in the SQL, the ids matched in Arrow) and by one
 DataFusion query listing every id as a literal (the read before, run only below 8,000
 ids: from about 10,000 literals DataFusion overflowed its stack and crashed the process).
 """
@@ -25,14 +25,14 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-from shardstream.spark.delta.mirror_keys import RowKey
-from shardstream.spark.delta.mirror_prepare import (
+from shardstream.spark.delta.mirror.keys import RowKey
+from shardstream.spark.delta.mirror.prepare import (
     MIRROR_SCHEMA,
     load_rows,
     quoted,
     sql_literal,
 )
-from shardstream.spark.delta.mirror_state import BatchNeeds
+from shardstream.spark.delta.mirror.state import BatchNeeds
 
 _COLLECTIONS = ("orders", "customers", "events")
 _LITERALS_BELOW = 8_000

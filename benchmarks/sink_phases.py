@@ -31,11 +31,11 @@ import pyarrow as pa
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.collection_tables import write_collections
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.maintenance import TableMaintenance
-from shardstream.spark.delta.mirror_keys import document_id
+from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.sink import LakehouseSink
+from shardstream.spark.delta.typed.batch import write_collections
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeStreamOptions

@@ -5,7 +5,7 @@
 * a mirror from its change data feed (:func:`change_feed_documents`).
 
 Documents are compared as BSON bytes, keyed by the BSON of ``{_id}`` (as
-``mirror_check.collections_state`` keys them), so field order and types count.
+``mirror.check.collections_state`` keys them), so field order and types count.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from bson import json_util
 from deltalake import DeltaTable
 
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.collection_paths import collections_of, table_path
-from shardstream.spark.delta.column_values import column_value
 from shardstream.spark.delta.commits import table_rows
-from shardstream.spark.delta.typed_rows import ID, RESCUED, column_type
-from shardstream.spark.delta.typed_table import decode_document
+from shardstream.spark.delta.typed.column_values import column_value
+from shardstream.spark.delta.typed.paths import collections_of, table_path
+from shardstream.spark.delta.typed.rows import ID, RESCUED, column_type
+from shardstream.spark.delta.typed.schema import decode_document
 from shardstream.transform.update.apply_update import apply_update
 
 Namespace = tuple[str, str]

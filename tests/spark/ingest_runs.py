@@ -19,10 +19,10 @@ from shardstream.cli.ingest import CRASH_ENV
 from shardstream.merger import MergedStream
 from shardstream.sim import SimulationResult, simulated_sources
 from shardstream.sim.apply_events import apply_events, encoded_state
-from shardstream.spark.delta.changelog import DeltaChangelog
-from shardstream.spark.delta.collection_paths import state_table
-from shardstream.spark.delta.mirror import DeltaMirror
-from shardstream.spark.delta.mirror_check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.changelog.table import DeltaChangelog
+from shardstream.spark.delta.mirror.check import changelog_difference, mirror_state, read_table
+from shardstream.spark.delta.mirror.table import DeltaMirror
+from shardstream.spark.delta.typed.paths import state_table
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
 RUN_TIMEOUT_SECS = 300

@@ -21,8 +21,8 @@ from shardstream.sim import (
 )
 from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.mirror import DeltaMirror
-from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER
+from shardstream.spark.delta.mirror.prepare import MERGE_KEY_ORDER
+from shardstream.spark.delta.mirror.table import DeltaMirror
 from shardstream.spark.source.rows import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.extended_json import event_to_json

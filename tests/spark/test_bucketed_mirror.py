@@ -16,20 +16,20 @@ import pytest
 from deltalake import DeltaTable
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.bucketed.bucket_commit import commit_buckets, committed_write
-from shardstream.spark.delta.bucketed.bucket_table import (
+from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
+from shardstream.spark.delta.changelog.task_files import commit_changelog_files, create_changelog
+from shardstream.spark.delta.commits import BatchCommit, committed_watermark, open_table, table_rows
+from shardstream.spark.delta.mirror.bucketed.bucket_commit import commit_buckets, committed_write
+from shardstream.spark.delta.mirror.bucketed.bucket_table import (
     BUCKET_COLUMN,
     bucket_count,
     create_bucketed_mirror,
 )
-from shardstream.spark.delta.bucketed.bucket_writer import EVENT_BUCKET, write_buckets
-from shardstream.spark.delta.changelog import CHANGELOG_TABLE
-from shardstream.spark.delta.changelog_files import commit_changelog_files, create_changelog
-from shardstream.spark.delta.commits import BatchCommit, committed_watermark, open_table, table_rows
-from shardstream.spark.delta.mirror import MIRROR_TABLE
-from shardstream.spark.delta.mirror_check import mirror_state, read_table
-from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
+from shardstream.spark.delta.mirror.bucketed.bucket_writer import EVENT_BUCKET, write_buckets
+from shardstream.spark.delta.mirror.check import mirror_state, read_table
+from shardstream.spark.delta.mirror.keys import document_id
+from shardstream.spark.delta.mirror.prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.ingest.lakehouse_writer import LOGGED, LakehouseWriter
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
@@ -112,9 +112,9 @@ def test_collections_of_finds_every_table_written(tables: list[tuple[str, str]])
 def test_a_name_too_long_for_a_directory_is_hashed_and_named_by_its_table(tmp_path: Path) -> None:
     """A legal 100-byte collection name of emoji would encode to 300 characters, over a
     file system's 255: its segment is a hash, and the table's Delta metadata names it."""
-    from shardstream.spark.delta.collection_mirror import MIRROR_KIND
-    from shardstream.spark.delta.collection_paths import MAX_SEGMENT, full_name
-    from shardstream.spark.delta.typed_table import evolved_table
+    from shardstream.spark.delta.typed.mirror import MIRROR_KIND
+    from shardstream.spark.delta.typed.paths import MAX_SEGMENT, full_name
+    from shardstream.spark.delta.typed.schema import evolved_table
 
     long_name = "\U0001f600" * 25
     assert len(segment(long_name)) <= MAX_SEGMENT

@@ -22,19 +22,19 @@ from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardstream.spark.delta.collection_history import HISTORY_KIND
-from shardstream.spark.delta.collection_mirror import MIRROR_KIND
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.mirror.check import collections_state
+from shardstream.spark.delta.sink import LakehouseSink
+from shardstream.spark.delta.typed.column_types import JSON_COLUMN
+from shardstream.spark.delta.typed.history import HISTORY_KIND
+from shardstream.spark.delta.typed.mirror import MIRROR_KIND
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     STATE_TABLE,
     collections_of,
     table_path,
 )
-from shardstream.spark.delta.column_types import JSON_COLUMN
-from shardstream.spark.delta.mirror_check import collections_state
-from shardstream.spark.delta.sink import LakehouseSink
-from shardstream.spark.delta.typed_rows import ID, column_type
+from shardstream.spark.delta.typed.rows import ID, column_type
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform import ChangeEvent

@@ -1,4 +1,4 @@
-"""Whole-column typing (column_arrays) against the value-by-value rules it speeds up."""
+"""Whole-column typing (typed.column_arrays) against the value-by-value rules it speeds up."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from bson.decimal128 import Decimal128
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardstream.spark.delta.column_arrays import all_fit, arrow_type, column_array, gathered
-from shardstream.spark.delta.column_types import (
+from shardstream.spark.delta.typed.column_arrays import all_fit, arrow_type, column_array, gathered
+from shardstream.spark.delta.typed.column_types import (
     CONFLICT,
     JSON_COLUMN,
     fits,
     merged,
     value_type,
 )
-from shardstream.spark.delta.column_values import column_value
-from shardstream.spark.delta.typed_rows import ID, ColumnSet
+from shardstream.spark.delta.typed.column_values import column_value
+from shardstream.spark.delta.typed.rows import ID, ColumnSet
 from tests.spark.test_typed_rows import DOCUMENTS, VALUES
 
 COLUMN_VALUES = st.one_of(

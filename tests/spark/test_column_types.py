@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardstream.resume_token import UNDEFINED, DBPointer, Symbol
-from shardstream.spark.delta.column_types import (
+from shardstream.spark.delta.typed.column_types import (
     CONFLICT,
     JSON_COLUMN,
     TIMESTAMP,
@@ -34,7 +34,7 @@ from shardstream.spark.delta.column_types import (
     merged,
     value_type,
 )
-from shardstream.spark.delta.column_values import column_value, relaxed_json
+from shardstream.spark.delta.typed.column_values import column_value, relaxed_json
 from tests.strategies import NAMES, SCALARS
 
 # Dates past year 9999 parse back as DatetimeMS, as the sink decodes them.

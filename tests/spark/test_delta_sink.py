@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 from shardstream.errors import ConfigurationError, SinkError
 from shardstream.spark.delta.commits import WATERMARK_KEY, table_rows, transaction_app_id
 from shardstream.spark.delta.maintenance import active_files
-from shardstream.spark.delta.mirror_check import mirror_state
+from shardstream.spark.delta.mirror.check import mirror_state
 from shardstream.spark.delta.sink import LakehouseSink, resume_watermark
 from shardstream.spark.source.rows import PUBLIC_COLUMNS
 from tests.spark.lakehouse_checks import (

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta import mirror_workers
 from shardstream.spark.delta.commits import BatchCommit, watermark_cluster_time
-from shardstream.spark.delta.mirror_check import (
+from shardstream.spark.delta.mirror import workers as mirror_workers
+from shardstream.spark.delta.mirror.check import (
     changelog_difference,
     collection_tables,
     collections_state,

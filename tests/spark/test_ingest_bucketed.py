@@ -18,12 +18,12 @@ from pyspark.errors import StreamingQueryException
 
 from shardstream.cli.ingest_options import source_options
 from shardstream.cli.main import _build_parser
-from shardstream.spark.delta.bucketed.bucket_writer import EVENT_BUCKET
-from shardstream.spark.delta.changelog import CHANGELOG_TABLE
+from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
 from shardstream.spark.delta.commits import table_rows, watermark_cluster_time
-from shardstream.spark.delta.mirror import MIRROR_TABLE
-from shardstream.spark.delta.mirror_check import mirror_state, read_table
-from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, MIRROR_SCHEMA
+from shardstream.spark.delta.mirror.bucketed.bucket_writer import EVENT_BUCKET
+from shardstream.spark.delta.mirror.check import mirror_state, read_table
+from shardstream.spark.delta.mirror.prepare import MERGE_KEY_ORDER, MIRROR_SCHEMA
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.lakehouse_writer import LOGGED, by_bucket

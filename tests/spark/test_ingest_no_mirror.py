@@ -16,8 +16,8 @@ from pyspark.errors import StreamingQueryException
 
 from shardstream.cli.ingest_options import source_options
 from shardstream.cli.main import _build_parser
-from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
-from shardstream.spark.delta.changelog_files import (
+from shardstream.spark.delta.changelog.table import CHANGELOG_SCHEMA, CHANGELOG_TABLE
+from shardstream.spark.delta.changelog.task_files import (
     commit_changelog_files,
     create_changelog,
     write_changelog_file,

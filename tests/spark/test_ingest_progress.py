@@ -13,7 +13,7 @@ from bson.timestamp import Timestamp
 from shardstream.resume_token import ResumeTokenData, encode_token
 from shardstream.resume_token.token_data import TokenType
 from shardstream.spark.delta.maintenance import Maintained
-from shardstream.spark.delta.mirror import MirrorWrite
+from shardstream.spark.delta.mirror.table import MirrorWrite
 from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.progress import IngestProgress, watermark_lag
 from tests import factories as make

@@ -28,17 +28,17 @@ from shardstream.errors import ConfigurationError
 from shardstream.sim import SimulationConfig
 from shardstream.sim.apply_events import encoded_state
 from shardstream.sim.emulated_source import SimulatedSource
-from shardstream.spark.delta import snapshot_tables
-from shardstream.spark.delta.changelog import DeltaChangelog
-from shardstream.spark.delta.collection_paths import state_table
-from shardstream.spark.delta.mirror import DeltaMirror
-from shardstream.spark.delta.mirror_check import (
+from shardstream.spark.delta.changelog.table import DeltaChangelog
+from shardstream.spark.delta.mirror.check import (
     changelog_difference,
     collections_state,
     mirror_state,
     read_table,
 )
-from shardstream.spark.delta.snapshot_tables import snapshot_in_changelog
+from shardstream.spark.delta.mirror.table import DeltaMirror
+from shardstream.spark.delta.snapshot import tables as snapshot_tables
+from shardstream.spark.delta.snapshot.tables import snapshot_in_changelog
+from shardstream.spark.delta.typed.paths import state_table
 from shardstream.spark.ingest import snapshot
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.query import IngestSettings, run_ingest

@@ -20,16 +20,16 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.commits import table_rows, transaction_app_id
+from shardstream.spark.delta.mirror.check import collections_state
+from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
     table_name,
     table_path,
 )
-from shardstream.spark.delta.commits import table_rows, transaction_app_id
-from shardstream.spark.delta.mirror_check import collections_state
-from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
 from tests.spark.lakehouse_checks import event_batches, expected_state, merged_events, simulate
 

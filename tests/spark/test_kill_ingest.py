@@ -24,7 +24,7 @@ import pytest
 
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta.mirror_check import (
+from shardstream.spark.delta.mirror.check import (
     changelog_difference,
     collections_state,
     mirror_state,

@@ -11,13 +11,13 @@ import pytest
 
 from shardstream.bench.corpus import oplog_bytes
 from shardstream.errors import SinkError
-from shardstream.spark.delta.mirror_plain import split_plain
-from shardstream.spark.delta.mirror_prepare import (
+from shardstream.spark.delta.mirror.plain import split_plain
+from shardstream.spark.delta.mirror.prepare import (
     EVENT_COLUMNS,
     joined_source,
     merge_source,
 )
-from shardstream.spark.delta.mirror_state import apply_batch
+from shardstream.spark.delta.mirror.state import apply_batch
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform import ChangeEvent
 from tests.spark.lakehouse_checks import (

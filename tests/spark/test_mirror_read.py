@@ -1,4 +1,4 @@
-"""The mirror's keyed read (``mirror_prepare.load_rows``): exactly the rows a batch needs, for
+"""The mirror's keyed read (``mirror.prepare.load_rows``): exactly the rows a batch needs, for
 a batch of any size.
 
 A SQL ``IN`` list of one literal per document crashed the process (DataFusion overflowed
@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from shardstream.spark.delta.mirror_keys import RowKey
-from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA, load_rows
-from shardstream.spark.delta.mirror_state import BatchNeeds
+from shardstream.spark.delta.mirror.keys import RowKey
+from shardstream.spark.delta.mirror.prepare import MIRROR_SCHEMA, load_rows
+from shardstream.spark.delta.mirror.state import BatchNeeds
 
 ORDERS = 50_000
 

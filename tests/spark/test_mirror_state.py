@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from shardstream.errors import SinkError, TransformError
 from shardstream.resume_token.token_json import loads
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_state import MirrorRow, apply_batch, batch_needs
+from shardstream.spark.delta.mirror.keys import document_id
+from shardstream.spark.delta.mirror.state import MirrorRow, apply_batch, batch_needs
 from shardstream.spark.source.rows import event_to_row
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.raw.extended_json import bson_to_json

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pytest
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta import mirror_workers
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.mirror import DeltaMirror
-from shardstream.spark.delta.mirror_check import mirror_state
-from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_prepare import EVENT_COLUMNS, MERGE_KEY_ORDER
-from shardstream.spark.delta.mirror_workers import MirrorWorkers, split_by_document
+from shardstream.spark.delta.mirror import workers as mirror_workers
+from shardstream.spark.delta.mirror.check import mirror_state
+from shardstream.spark.delta.mirror.keys import document_id
+from shardstream.spark.delta.mirror.prepare import EVENT_COLUMNS, MERGE_KEY_ORDER
+from shardstream.spark.delta.mirror.table import DeltaMirror
+from shardstream.spark.delta.mirror.workers import MirrorWorkers, split_by_document
 from shardstream.spark.delta.sink import LakehouseSink
 from tests.spark.lakehouse_checks import (
     event_batches,
@@ -166,7 +166,7 @@ def test_fewer_than_two_workers_are_refused(tmp_path: Path) -> None:
 _DRIVER = """
 import os, sys, time
 from pathlib import Path
-from shardstream.spark.delta.mirror_workers import MirrorWorkers
+from shardstream.spark.delta.mirror.workers import MirrorWorkers
 
 
 def pid_after_a_nap():

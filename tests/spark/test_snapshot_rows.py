@@ -13,8 +13,8 @@ from bson.son import SON
 from bson.timestamp import Timestamp
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION
-from shardstream.spark.delta.snapshot_tables import read_rows
+from shardstream.spark.delta.snapshot.marks import SNAPSHOT_OPERATION
+from shardstream.spark.delta.snapshot.tables import read_rows
 from shardstream.transform.extended_json import event_to_json
 
 START = Timestamp(1700000000, 5)

@@ -20,15 +20,15 @@ import pytest
 from deltalake import DeltaTable
 
 from shardstream.sim.apply_events import apply_events, encoded_state
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.mirror.check import collections_state
+from shardstream.spark.delta.sink import LakehouseSink
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
     table_path,
 )
-from shardstream.spark.delta.mirror_check import collections_state
-from shardstream.spark.delta.sink import LakehouseSink
-from shardstream.spark.delta.typed_table import decode_document
+from shardstream.spark.delta.typed.schema import decode_document
 from shardstream.spark.ingest import MirrorLayout
 from tests.spark.collection_checks import Namespace, change_feed_documents, id_key, read_rows
 from tests.spark.lakehouse_checks import event_batches, expected_state, merged_events, simulate

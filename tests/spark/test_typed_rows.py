@@ -14,9 +14,9 @@ from bson.timestamp import Timestamp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardstream.spark.delta.column_types import JSON_COLUMN, KIND_KEY, TIMESTAMP
-from shardstream.spark.delta.column_values import column_value, relaxed_json
-from shardstream.spark.delta.typed_rows import (
+from shardstream.spark.delta.typed.column_types import JSON_COLUMN, KIND_KEY, TIMESTAMP
+from shardstream.spark.delta.typed.column_values import column_value, relaxed_json
+from shardstream.spark.delta.typed.rows import (
     ID,
     RESCUED,
     ColumnSet,

@@ -27,9 +27,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.bucketed.bucket_table import is_bucketed
-from shardstream.spark.delta.changelog import DeltaChangelog
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.changelog.table import DeltaChangelog
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
+from shardstream.spark.delta.mirror.bucketed.bucket_table import is_bucketed
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE, DeltaMirror, MirrorWrite
+from shardstream.spark.delta.typed.batch import CollectionWrites, write_collections
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     STATE_TABLE,
@@ -37,10 +41,6 @@ from shardstream.spark.delta.collection_paths import (
     state_table,
     table_path,
 )
-from shardstream.spark.delta.collection_tables import CollectionWrites, write_collections
-from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
-from shardstream.spark.delta.mirror import MIRROR_TABLE, DeltaMirror, MirrorWrite
 from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS, MirrorLayout
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform.raw.encoded_stream import quiet_collector
@@ -89,7 +89,7 @@ class LakehouseSink:
         optimize_every: compact and checkpoint both tables after every this many batches
             (0: never; see :mod:`shardstream.spark.delta.maintenance`).
         mirror_workers: prepare large batches' mirror in this many processes
-            (:mod:`shardstream.spark.delta.mirror_workers`; 0 or 1: in this one).
+            (:mod:`shardstream.spark.delta.mirror.workers`; 0 or 1: in this one).
         crash_at_for_test: (point, batch id): SIGKILL this process there (kill tests).
         layout: per-collection typed tables, or the one-table mirror.
         history: the per-collection layout also keeps each collection's SCD2 history.

@@ -13,7 +13,7 @@ from typing import Final
 # (spark/delta/maintenance.py). Here, not in ``query``: the CLI reads it without importing
 # deltalake or pyspark.
 DEFAULT_OPTIMIZE_EVERY: Final = 100
-# Worker processes preparing a large batch's mirror (spark/delta/mirror_workers.py). Off by
+# Worker processes preparing a large batch's mirror (spark/delta/mirror/workers.py). Off by
 # default: on the 2-core development machine they speed the sinks alone up by about a fifth
 # but leave an ingest under Spark unchanged (benchmarks/README.md, "Mirror workers").
 DEFAULT_MIRROR_WORKERS: Final = 0
@@ -27,10 +27,10 @@ __all__ = [
     "MirrorLayout",
 ]
 # The most field columns a collection's typed table gets (``--max-columns``); the rest of the
-# fields are kept in its ``_rescued`` column (spark/delta/typed_rows.py).
+# fields are kept in its ``_rescued`` column (spark/delta/typed/rows.py).
 DEFAULT_MAX_COLUMNS: Final = 500
 # The bucketed mirror's bucket count when the ingest creates it (``--mirror-buckets``; fixed
-# per table once written; spark/delta/bucketed/README.md says how to choose it).
+# per table once written; spark/delta/mirror/bucketed/README.md says how to choose it).
 DEFAULT_BUCKETS: Final = 16
 MAX_BUCKETS: Final = 65_536
 
@@ -41,5 +41,5 @@ class MirrorLayout(enum.Enum):
     COLLECTIONS = "collections"  # typed mirror/<db>/<coll> and history/<db>/<coll> tables
     SINGLE = "single"  # one table, <root>/mirror, documents as canonical Extended JSON
     # The single layout's table partitioned by a hash of the document _id, each bucket
-    # rewritten by a Spark task, the driver committing (spark/delta/bucketed/).
+    # rewritten by a Spark task, the driver committing (spark/delta/mirror/bucketed/).
     BUCKETED = "bucketed"

@@ -26,8 +26,8 @@ from shardstream.sim import (
     simulated_sources,
 )
 from shardstream.sim.apply_events import encoded_state
-from shardstream.spark.delta.changelog import CHANGELOG_TABLE
-from shardstream.spark.delta.mirror_check import (
+from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
+from shardstream.spark.delta.mirror.check import (
     changelog_difference,
     collections_state,
     read_table,

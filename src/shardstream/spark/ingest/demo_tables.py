@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.commits import table_rows
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
     table_path,
 )
-from shardstream.spark.delta.commits import table_rows
 
 SHOWN_ROWS: Final = 2
 _HIDDEN: Final = ("_doc", "_token", "_clusterTime", "_documentId")

@@ -2,9 +2,9 @@
 
 ``frame.write.format("shardstream_lakehouse").options(...).mode("append").save()``: each
 task writes its events into one change-log Parquet file
-(:func:`~shardstream.spark.delta.changelog_files.write_changelog_file`) and, with the
+(:func:`~shardstream.spark.delta.changelog.task_files.write_changelog_file`) and, with the
 bucketed mirror, rewrites each of its buckets
-(:func:`~shardstream.spark.delta.bucketed.bucket_writer.write_buckets`); the driver's
+(:func:`~shardstream.spark.delta.mirror.bucketed.bucket_writer.write_buckets`); the driver's
 ``commit`` adds the change log's files in one Delta commit, then the mirror's rewrites in
 another, each with the batch's markers, in the in-driver sink's order (a crash between the
 two leaves the mirror behind, and the replay completes it); ``abort`` deletes the files of a
@@ -25,10 +25,8 @@ import pyarrow.compute as pc
 from pyspark.sql import functions
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
-from shardstream.spark.delta.bucketed.bucket_commit import commit_buckets, committed_write
-from shardstream.spark.delta.bucketed.bucket_writer import EVENT_BUCKET, BucketWrite, write_buckets
-from shardstream.spark.delta.changelog import CHANGELOG_TABLE
-from shardstream.spark.delta.changelog_files import (
+from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
+from shardstream.spark.delta.changelog.task_files import (
     ChangelogFile,
     commit_changelog_files,
     committed_counts,
@@ -41,7 +39,13 @@ from shardstream.spark.delta.commits import (
     open_table,
 )
 from shardstream.spark.delta.maintenance import Maintained, TableMaintenance
-from shardstream.spark.delta.mirror import MIRROR_TABLE
+from shardstream.spark.delta.mirror.bucketed.bucket_commit import commit_buckets, committed_write
+from shardstream.spark.delta.mirror.bucketed.bucket_writer import (
+    EVENT_BUCKET,
+    BucketWrite,
+    write_buckets,
+)
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.progress import IngestProgress
 

@@ -29,12 +29,11 @@ from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
 from shardstream.oplog.redaction import redacted_repr
-from shardstream.spark.delta.bucketed.bucket_table import create_bucketed_mirror
-from shardstream.spark.delta.changelog_files import create_changelog
-from shardstream.spark.delta.collection_paths import STATE_TABLE
+from shardstream.spark.delta.changelog.task_files import create_changelog
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.maintenance import TableMaintenance
-from shardstream.spark.delta.mirror import MIRROR_TABLE
+from shardstream.spark.delta.mirror.bucketed.bucket_table import create_bucketed_mirror
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import (
     BatchOutcome,
     CrashPoint,
@@ -42,8 +41,9 @@ from shardstream.spark.delta.sink import (
     check_layout,
     resume_watermark,
 )
-from shardstream.spark.delta.snapshot_collections import complete_collections
-from shardstream.spark.delta.snapshot_tables import complete_mirror, snapshot_in_changelog
+from shardstream.spark.delta.snapshot.tables import complete_mirror, snapshot_in_changelog
+from shardstream.spark.delta.snapshot.typed import complete_collections
+from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.ingest import (
     DEFAULT_BUCKETS,
     DEFAULT_MAX_COLUMNS,

@@ -5,7 +5,7 @@ operation time of a majority read on the source, and every collection in the str
 scope (``--db`` / ``--coll``) is then read **through mongos** (which filters orphans) with
 read concern majority after cluster time T0, so the read sees every write at or before T0.
 Its documents go into the change log as ``read`` rows and into the mirror
-(:mod:`shardstream.spark.delta.snapshot_tables`), and the stream then starts at T0: the
+(:mod:`shardstream.spark.delta.snapshot.tables`), and the stream then starts at T0: the
 table watermarks are the high-water-mark token at T0, which the restart rules resume from.
 
 A document may be read in any state between T0 and the end of the read; the stream's
@@ -44,10 +44,10 @@ from shardstream.cluster_sync.source_catalog import (
 )
 from shardstream.errors import ConfigurationError
 from shardstream.resume_token import encode_token, high_water_mark
-from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA
-from shardstream.spark.delta.mirror import MIRROR_TABLE
-from shardstream.spark.delta.snapshot_marks import SnapshotMarks
-from shardstream.spark.delta.snapshot_tables import (
+from shardstream.spark.delta.changelog.table import CHANGELOG_SCHEMA
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE
+from shardstream.spark.delta.snapshot.marks import SnapshotMarks
+from shardstream.spark.delta.snapshot.tables import (
     check_no_tables,
     complete_mirror,
     load_changelog,

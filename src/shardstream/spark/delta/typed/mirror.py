@@ -1,7 +1,7 @@
 """A collection's typed mirror, ``<root>/mirror/<db>/<coll>``: its current documents.
 
 Columns: ``_id`` (typed), one typed column per top-level field
-(:mod:`shardstream.spark.delta.typed_rows`), then ``_rescued`` (relaxed Extended JSON of the
+(:mod:`shardstream.spark.delta.typed.rows`), then ``_rescued`` (relaxed Extended JSON of the
 fields no column holds; null when all fit), ``_doc`` (the document's exact BSON), ``_token``
 (the ``_data`` of the last change's resume token), ``_clusterTime`` and ``_documentId`` (the
 ``_id`` as canonical Extended JSON: the MERGE key, which tells ``1`` from ``1.0``).
@@ -29,9 +29,9 @@ from shardstream.spark.delta.commits import (
     committed_watermark,
     open_table,
 )
-from shardstream.spark.delta.mirror_prepare import quoted
-from shardstream.spark.delta.typed_rows import RESCUED
-from shardstream.spark.delta.typed_table import (
+from shardstream.spark.delta.mirror.prepare import quoted
+from shardstream.spark.delta.typed.rows import RESCUED
+from shardstream.spark.delta.typed.schema import (
     CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
@@ -88,8 +88,8 @@ def write_mirror(
     """Merge a batch's final rows of one collection into its mirror at ``path``.
 
     Args:
-        name: the table's name in its commit markers (``collection_paths.table_name``).
-        title: the collection's ``<db>.<coll>`` (``collection_paths.full_name``).
+        name: the table's name in its commit markers (``paths.table_name``).
+        title: the collection's ``<db>.<coll>`` (``paths.full_name``).
         typing: the batch's typing work shared with the collection's history.
         versions: every document version of the batch, in stream order: the columns are
             inferred from all of them, so a batch's cut never changes a column's type.

@@ -25,8 +25,8 @@ from deltalake import DeltaTable, Field, write_deltalake
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import table_rows
-from shardstream.spark.delta.mirror_prepare import quoted
-from shardstream.spark.delta.typed_rows import ColumnSet
+from shardstream.spark.delta.mirror.prepare import quoted
+from shardstream.spark.delta.typed.rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
 
 _log = logging.getLogger(__name__)

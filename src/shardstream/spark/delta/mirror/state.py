@@ -1,7 +1,7 @@
 """Sink logic: apply one batch of change events to the mirror's affected rows.
 
 Pure Python over plain row dicts (no Spark, no Delta), so it is unit-tested alone.
-:mod:`shardstream.spark.delta.mirror` loads the rows a batch can touch, runs
+:mod:`shardstream.spark.delta.mirror.table` loads the rows a batch can touch, runs
 :func:`apply_batch` over them and merges the result into the Delta table.
 
 Events are applied in token (``_id``) order, as a client applies a change stream:
@@ -33,7 +33,7 @@ from bson.errors import InvalidBSON, InvalidDocument
 from shardstream.errors import SinkError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.mirror_keys import RowKey, document_id
+from shardstream.spark.delta.mirror.keys import RowKey, document_id
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.update.apply_update import apply_update

@@ -6,7 +6,7 @@ most of a batch's time, ``benchmarks/README.md``).  Documents are independent of
 except through a drop, rename or dropDatabase, so a batch without those is cut by a hash of
 each event's document ``_id`` into one part per worker process, each part in token order.
 Every part is prepared as the driver would prepare a batch
-(:func:`~shardstream.spark.delta.mirror_prepare.prepare_events`, with its own keyed read),
+(:func:`~shardstream.spark.delta.mirror.prepare.prepare_events`, with its own keyed read),
 and the parts' MERGE sources, whose keys are disjoint, are joined into the one the driver
 writes in its single MERGE: the tables are those the driver alone writes
 (``tests/spark/test_mirror_workers.py``).
@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardstream.errors import ShardstreamError
-from shardstream.spark.delta.mirror_plain import applies_whole, document_ids
-from shardstream.spark.delta.mirror_prepare import MERGE_KEY_ORDER, PreparedBatch, prepare_events
+from shardstream.spark.delta.mirror.plain import applies_whole, document_ids
+from shardstream.spark.delta.mirror.prepare import MERGE_KEY_ORDER, PreparedBatch, prepare_events
 
 # Below this many events a batch is prepared in the driver: a part's round trip (Arrow IPC
 # both ways, its own table load and keyed read) costs tens of milliseconds.
@@ -54,8 +54,8 @@ class MirrorWorkers:
     Args:
         path: the mirror table.
         processes: worker processes (2 or more).
-        strict: as :class:`~shardstream.spark.delta.mirror.DeltaMirror`'s.
-        snapshot_read_end: as :func:`~shardstream.spark.delta.mirror_state.apply_batch`'s.
+        strict: as :class:`~shardstream.spark.delta.mirror.table.DeltaMirror`'s.
+        snapshot_read_end: as :func:`~shardstream.spark.delta.mirror.state.apply_batch`'s.
         min_events: batches smaller than this are left to the driver (default
             :data:`DEFAULT_MIN_EVENTS`, read when the workers are made).
         record_versions: the prepared batches carry their versions (the history's).

@@ -6,8 +6,8 @@ and the ``_id`` token and ``clusterTime`` of the last event applied to the row; 
 
 A batch is applied in two steps: :meth:`DeltaMirror.prepare` reads only the rows it can
 touch and applies the events to them in token order
-(:mod:`shardstream.spark.delta.mirror_prepare`; in worker processes for a large batch,
-:mod:`shardstream.spark.delta.mirror_workers`), and :meth:`DeltaMirror.write` writes the
+(:mod:`shardstream.spark.delta.mirror.prepare`; in worker processes for a large batch,
+:mod:`shardstream.spark.delta.mirror.workers`), and :meth:`DeltaMirror.write` writes the
 touched rows back with one Delta MERGE (delete, update, insert) that also carries the batch
 markers of :mod:`shardstream.spark.delta.commits`.
 """
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
-from shardstream.spark.delta.changelog import newer_than
+from shardstream.spark.delta.changelog.table import newer_than
 from shardstream.spark.delta.commits import (
     BatchCommit,
     already_committed,
@@ -30,7 +30,7 @@ from shardstream.spark.delta.commits import (
     open_table,
     table_rows,
 )
-from shardstream.spark.delta.mirror_prepare import (
+from shardstream.spark.delta.mirror.prepare import (
     DELETE,
     EVENT_COLUMNS,
     MIRROR_SCHEMA,
@@ -38,8 +38,8 @@ from shardstream.spark.delta.mirror_prepare import (
     prepare_events,
     quoted,
 )
-from shardstream.spark.delta.mirror_workers import MirrorWorkers
-from shardstream.spark.delta.snapshot_marks import snapshot_times
+from shardstream.spark.delta.mirror.workers import MirrorWorkers
+from shardstream.spark.delta.snapshot.marks import snapshot_times
 
 MIRROR_TABLE: Final = "mirror"
 
@@ -75,7 +75,7 @@ class DeltaMirror:
         root: the lakehouse root.
         strict: an update of a document the mirror never held is an error (else counted).
         workers: prepare large batches in this many worker processes, a part of the
-            documents each (:mod:`shardstream.spark.delta.mirror_workers`); 0 or 1: in this
+            documents each (:mod:`shardstream.spark.delta.mirror.workers`); 0 or 1: in this
             process.
         table: the table's directory under the root, and its name in its commits' app
             transaction (``mirror``; the per-collection layout keeps it as ``_mirror_state``).

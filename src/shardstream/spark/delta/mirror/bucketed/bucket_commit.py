@@ -1,7 +1,7 @@
 """The driver's side of the bucketed mirror: a batch's bucket rewrites in one Delta commit.
 
 The tasks of a batch each say which files they wrote and which they replace
-(:class:`~shardstream.spark.delta.bucketed.bucket_writer.BucketWrite`); the driver adds the
+(:class:`~shardstream.spark.delta.mirror.bucketed.bucket_writer.BucketWrite`); the driver adds the
 new files and removes the replaced ones in one commit carrying the batch markers of
 :mod:`shardstream.spark.delta.commits`, so the exactly-once rule is the other tables': a
 replayed batch the table already holds commits nothing, and a killed task's files are never
@@ -20,8 +20,6 @@ from typing import Final
 from deltalake.transaction import AddAction, RemoveAction
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.bucketed.bucket_table import BUCKET_COLUMN, BUCKETED_SCHEMA
-from shardstream.spark.delta.bucketed.bucket_writer import BucketWrite
 from shardstream.spark.delta.commits import (
     BatchCommit,
     already_committed,
@@ -29,7 +27,9 @@ from shardstream.spark.delta.commits import (
     committed_watermark,
     open_table,
 )
-from shardstream.spark.delta.mirror import MIRROR_TABLE, MirrorWrite
+from shardstream.spark.delta.mirror.bucketed.bucket_table import BUCKET_COLUMN, BUCKETED_SCHEMA
+from shardstream.spark.delta.mirror.bucketed.bucket_writer import BucketWrite
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE, MirrorWrite
 
 # MirrorWrite's counts, in the commit's metadata under these keys.
 _COUNT_KEYS: Final = {

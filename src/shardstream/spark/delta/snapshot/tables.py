@@ -11,7 +11,7 @@
 * the mirror gets the same documents, each with that ``_id`` and ``clusterTime``.
 
 Each table takes the snapshot in one commit, the one that creates it, with the marks of
-:mod:`shardstream.spark.delta.snapshot_marks`: all of it or none of it.  The change log
+:mod:`shardstream.spark.delta.snapshot.marks`: all of it or none of it.  The change log
 goes first; the mirror is then built from the change log's ``read`` rows, so a crash
 between the two commits leaves a change log that completes the mirror without the source
 (:func:`complete_mirror`, which every ingest run calls before its stream starts).
@@ -33,13 +33,13 @@ from deltalake import write_deltalake
 
 from shardstream.errors import SinkError
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
-from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
-from shardstream.spark.delta.collection_paths import STATE_TABLE
+from shardstream.spark.delta.changelog.table import CHANGELOG_SCHEMA, CHANGELOG_TABLE
 from shardstream.spark.delta.commits import committed_watermark, open_table
-from shardstream.spark.delta.mirror import MIRROR_TABLE
-from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
-from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
+from shardstream.spark.delta.mirror.keys import document_id
+from shardstream.spark.delta.mirror.prepare import MIRROR_SCHEMA
+from shardstream.spark.delta.mirror.table import MIRROR_TABLE
+from shardstream.spark.delta.snapshot.marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
+from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.raw.oplog_entry import value_size

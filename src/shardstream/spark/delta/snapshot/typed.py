@@ -1,7 +1,7 @@
 """Sink: a snapshot's documents into the per-collection tables, each created in one commit.
 
 ``ingest --snapshot`` in the per-collection layout loads the snapshot into the change log and
-the document state (:mod:`shardstream.spark.delta.snapshot_tables`); this module then creates
+the document state (:mod:`shardstream.spark.delta.snapshot.tables`); this module then creates
 each collection's typed mirror, and its history (one version per document, ``_op`` ``read``,
 ``__START_AT`` the high-water-mark token at T0, which sorts before every event of the stream
 that starts there), from the state's rows.  Each table is created with all its rows and the
@@ -20,25 +20,25 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.collection_history import (
+from shardstream.spark.delta.commits import committed_watermark, open_table, table_rows
+from shardstream.spark.delta.snapshot.marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
+from shardstream.spark.delta.typed.history import (
     CURRENT,
     END_AT,
     HISTORY_KIND,
     OP,
     START_AT,
 )
-from shardstream.spark.delta.collection_mirror import MIRROR_KIND, TOKEN
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.typed.mirror import MIRROR_KIND, TOKEN
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     STATE_TABLE,
     full_name,
     table_path,
 )
-from shardstream.spark.delta.commits import committed_watermark, open_table, table_rows
-from shardstream.spark.delta.snapshot_marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
-from shardstream.spark.delta.typed_rows import ColumnSet
-from shardstream.spark.delta.typed_table import (
+from shardstream.spark.delta.typed.rows import ColumnSet
+from shardstream.spark.delta.typed.schema import (
     CDF_CONFIGURATION,
     CLUSTER_TIME,
     DOC,

@@ -16,8 +16,10 @@ import pyarrow as pa
 
 from shardstream.errors import SinkError
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.changelog import CHANGELOG_SCHEMA, CHANGELOG_TABLE
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.changelog.table import CHANGELOG_SCHEMA, CHANGELOG_TABLE
+from shardstream.spark.delta.commits import open_table, table_rows
+from shardstream.spark.delta.mirror.prepare import MIRROR_SCHEMA
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
@@ -25,9 +27,7 @@ from shardstream.spark.delta.collection_paths import (
     table_name,
     table_path,
 )
-from shardstream.spark.delta.commits import open_table, table_rows
-from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
-from shardstream.spark.delta.typed_table import decode_document
+from shardstream.spark.delta.typed.schema import decode_document
 
 
 def read_table(root: str | Path, name: str) -> pa.Table:

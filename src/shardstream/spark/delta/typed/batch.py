@@ -1,11 +1,11 @@
 """One batch into every collection's typed mirror and history (the per-collection layout).
 
 The document state is kept as the one-table mirror's rows (``<root>/_mirror_state``, see
-:mod:`shardstream.spark.delta.mirror`): it prepares the batch, which says each touched
+:mod:`shardstream.spark.delta.mirror.table`): it prepares the batch, which says each touched
 document's final state and the version each update left (``PreparedBatch.versions``).  This
 module turns that into the collections' tables: per namespace, the typed mirror's final rows
-(:mod:`~shardstream.spark.delta.collection_mirror`) and the history's changes in stream order
-(:mod:`~shardstream.spark.delta.collection_history`), the columns typed from every version.
+(:mod:`~shardstream.spark.delta.typed.mirror`) and the history's changes in stream order
+(:mod:`~shardstream.spark.delta.typed.history`), the columns typed from every version.
 
 They are written before the state commits the batch: a crash in between replays the batch,
 which prepares the same way (the state has not moved), and each table that already has it
@@ -26,9 +26,13 @@ from typing import Any
 import pyarrow as pa
 
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.collection_history import Change, write_history
-from shardstream.spark.delta.collection_mirror import FinalRow, write_mirror
-from shardstream.spark.delta.collection_paths import (
+from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.mirror.keys import document_id
+from shardstream.spark.delta.mirror.prepare import DELETE, PreparedBatch
+from shardstream.spark.delta.mirror.state import SET_OPERATIONS, Namespace
+from shardstream.spark.delta.typed.history import Change, write_history
+from shardstream.spark.delta.typed.mirror import FinalRow, write_mirror
+from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
     MIRROR_DIR,
     collections_of,
@@ -36,11 +40,7 @@ from shardstream.spark.delta.collection_paths import (
     table_name,
     table_path,
 )
-from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_prepare import DELETE, PreparedBatch
-from shardstream.spark.delta.mirror_state import SET_OPERATIONS, Namespace
-from shardstream.spark.delta.typed_table import BatchTyping
+from shardstream.spark.delta.typed.schema import BatchTyping
 
 _EVENT_COLUMNS = ("_id", "operationType", "clusterTime", "db", "coll", "documentKey")
 

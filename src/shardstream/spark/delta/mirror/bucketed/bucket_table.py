@@ -1,7 +1,7 @@
 """The bucketed mirror's table: its schema, its bucket count, and a bucket's files.
 
 ``<root>/mirror`` holds the one-table mirror's columns
-(:data:`~shardstream.spark.delta.mirror_prepare.MIRROR_SCHEMA`) plus ``bucket``, its Delta
+(:data:`~shardstream.spark.delta.mirror.prepare.MIRROR_SCHEMA`) plus ``bucket``, its Delta
 partition column: ``pmod(xxhash64(get_json_object(documentKey, '$._id')), B)``, computed by
 Spark (:mod:`shardstream.spark.ingest.lakehouse_writer`), so every event of one document, and
 the document itself, fall in one bucket whatever its namespace or shard key (a rename keeps
@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 
 from shardstream.errors import SinkError
 from shardstream.spark.delta.commits import open_table
-from shardstream.spark.delta.mirror_prepare import MIRROR_SCHEMA
+from shardstream.spark.delta.mirror.prepare import MIRROR_SCHEMA
 from shardstream.spark.ingest import MAX_BUCKETS
 
 BUCKET_COLUMN: Final = "bucket"

@@ -3,7 +3,7 @@
 A document that a batch only inserts, replaces or deletes needs nothing from the mirror: its
 final state is its last event's (an insert or replace leaves the event's ``fullDocument``, a
 delete leaves no row).  Only documents with an update in the batch need their stored state and
-the diff applied in Python (:mod:`shardstream.spark.delta.mirror_state`).  So a batch is split
+the diff applied in Python (:mod:`shardstream.spark.delta.mirror.state`).  So a batch is split
 by document: the plain documents' merge rows are taken straight from their last events'
 columns here, the rest go through ``apply_batch``; together they are exactly what
 ``apply_batch`` gives for the whole batch (``tests/spark/test_mirror_plain.py``).
@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.mirror_keys import document_id
-from shardstream.spark.delta.mirror_state import NAMESPACE_OPERATIONS, SET_OPERATIONS
+from shardstream.spark.delta.mirror.keys import document_id
+from shardstream.spark.delta.mirror.state import NAMESPACE_OPERATIONS, SET_OPERATIONS
 
 _DELETE_OPERATION: Final = "delete"
 _KEYED: Final = (*SET_OPERATIONS, _DELETE_OPERATION)
@@ -53,7 +53,7 @@ def applies_whole(events: pa.Table) -> bool:
 
 
 def document_ids(events: pa.Table) -> list[str | None]:
-    """Each event's document ``_id`` (``mirror_keys.document_id``); None for an event that
+    """Each event's document ``_id`` (``keys.document_id``); None for an event that
     touches no document.
 
     Raises:

@@ -5,11 +5,11 @@ The task is given every event of its buckets (Spark shuffled the batch by bucket
 without a documentKey, such as a drop, is given to every bucket), sorted by bucket and
 token.  Per bucket it drops the events at or below the table's watermark, reads the bucket's
 files as of the version the driver pinned, and applies the events exactly as the in-driver
-mirror does (:func:`~shardstream.spark.delta.mirror_prepare.prepare_with`: the same plain
+mirror does (:func:`~shardstream.spark.delta.mirror.prepare.prepare_with`: the same plain
 split, the same ``apply_batch`` and its errors), then writes the bucket's rows, those the
 batch did not touch and the touched ones' final state, into one new Parquet file.  The
 driver commits the new file and removes the old ones
-(:mod:`~shardstream.spark.delta.bucketed.bucket_commit`); until then nothing is visible, and
+(:mod:`~shardstream.spark.delta.mirror.bucketed.bucket_commit`); until then nothing is visible, and
 a file no commit names is never read.
 """
 
@@ -25,13 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from shardstream.spark.delta.bucketed.bucket_table import (
+from shardstream.spark.delta.changelog.table import newer_than
+from shardstream.spark.delta.mirror.bucketed.bucket_table import (
     BUCKET_COLUMN,
     StoredFile,
     bucket_files,
 )
-from shardstream.spark.delta.changelog import newer_than
-from shardstream.spark.delta.mirror_prepare import (
+from shardstream.spark.delta.mirror.prepare import (
     DELETE,
     EVENT_COLUMNS,
     MERGE_KEY_ORDER,

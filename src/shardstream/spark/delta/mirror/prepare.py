@@ -1,14 +1,14 @@
 """Sink: a mirror batch read and applied, up to the MERGE's source (nothing written).
 
 :func:`prepare_events` is the mirror's work on one batch before its write: split off the
-documents the batch only sets or deletes (:mod:`shardstream.spark.delta.mirror_plain`), read
+documents the batch only sets or deletes (:mod:`shardstream.spark.delta.mirror.plain`), read
 only the stored rows the rest can touch (one scan of the namespaces involved, matched in
 Arrow: the keys its updates read, plus whole collections or databases a drop or rename acts
 on), apply those events in token order
-(:mod:`shardstream.spark.delta.mirror_state`), and return every touched row's final state as
-the MERGE's source.  It runs in the driver (:class:`~shardstream.spark.delta.mirror.
+(:mod:`shardstream.spark.delta.mirror.state`), and return every touched row's final state as
+the MERGE's source.  It runs in the driver (:class:`~shardstream.spark.delta.mirror.table.
 DeltaMirror`) or in worker processes, a part of the batch each
-(:mod:`shardstream.spark.delta.mirror_workers`).
+(:mod:`shardstream.spark.delta.mirror.workers`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 from deltalake import QueryBuilder
 
 from shardstream.spark.delta.commits import open_table
-from shardstream.spark.delta.mirror_keys import RowKey
-from shardstream.spark.delta.mirror_plain import split_plain
-from shardstream.spark.delta.mirror_state import (
+from shardstream.spark.delta.mirror.keys import RowKey
+from shardstream.spark.delta.mirror.plain import split_plain
+from shardstream.spark.delta.mirror.state import (
     BatchNeeds,
     MirrorChanges,
     MirrorRow,
@@ -85,7 +85,7 @@ class PreparedBatch:
         unknown_updates: updates of documents the mirror never held (lenient mode).
         parts: the processes that prepared it (1: the driver alone; ``mirror_workers``).
         versions: when asked for, the document each update left and each document a rename
-            moved (:data:`VERSION_SCHEMA`, token order; ``mirror_state.apply_batch``).
+            moved (:data:`VERSION_SCHEMA`, token order; ``state.apply_batch``).
     """
 
     events: int

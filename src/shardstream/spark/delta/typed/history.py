@@ -39,9 +39,9 @@ from shardstream.spark.delta.commits import (
     committed_watermark,
     open_table,
 )
-from shardstream.spark.delta.mirror_prepare import quoted, sql_literal
-from shardstream.spark.delta.typed_rows import RESCUED
-from shardstream.spark.delta.typed_table import (
+from shardstream.spark.delta.mirror.prepare import quoted, sql_literal
+from shardstream.spark.delta.typed.rows import RESCUED
+from shardstream.spark.delta.typed.schema import (
     CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
@@ -147,7 +147,7 @@ def write_history(
     """Write a batch's versions of one collection into its history at ``path``.
 
     ``name`` is the table's name in its commit markers, ``title`` the collection's
-    ``<db>.<coll>`` (``collection_paths.table_name``, ``full_name``); ``typing`` the batch's
+    ``<db>.<coll>`` (``paths.table_name``, ``full_name``); ``typing`` the batch's
     typing work shared with the collection's mirror.
 
     Returns:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
-from shardstream.spark.delta.changelog import (
+from shardstream.spark.delta.changelog.table import (
     CHANGELOG_SCHEMA,
     CHANGELOG_TABLE,
     newer_than,

@@ -18,7 +18,7 @@ The lattice, from relaxed BSON:
 
 A value whose type neither equals nor widens into its column's is *rescued* (kept in the
 table's ``_rescued`` column): :func:`merged` returns :data:`CONFLICT`.  How a column holds a
-value (and whether it can) is :mod:`shardstream.spark.delta.column_values`'.
+value (and whether it can) is :mod:`shardstream.spark.delta.typed.column_values`'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A collection's typed columns: inferred from the documents it shows, and rows under them.
 
 :class:`ColumnSet` holds a collection table's columns (``_id`` and one per top-level field,
-typed by :mod:`shardstream.spark.delta.column_types`).  :meth:`ColumnSet.fold` goes over
+typed by :mod:`shardstream.spark.delta.typed.column_types`).  :meth:`ColumnSet.fold` goes over
 documents in stream order: a field's first typed value makes its column (up to
 ``max_columns``; schema evolution), later values widen it where a widening covers them.
 :meth:`ColumnSet.project` then gives each document's column values, and the relaxed
@@ -23,8 +23,8 @@ from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
 
-from shardstream.spark.delta.column_arrays import all_fit, arrow_type, column_array, gathered
-from shardstream.spark.delta.column_types import (
+from shardstream.spark.delta.typed.column_arrays import all_fit, arrow_type, column_array, gathered
+from shardstream.spark.delta.typed.column_types import (
     CONFLICT,
     JSON_COLUMN,
     JSON_KIND,
@@ -34,7 +34,7 @@ from shardstream.spark.delta.column_types import (
     safe_name,
     value_type,
 )
-from shardstream.spark.delta.column_values import (
+from shardstream.spark.delta.typed.column_values import (
     Converter,
     Fitter,
     converter,

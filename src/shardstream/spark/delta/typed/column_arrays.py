@@ -1,6 +1,6 @@
 """A typed column's values a whole column at a time: whether all fit, and their Arrow array.
 
-:mod:`shardstream.spark.delta.column_values` checks and converts one value at a time; a
+:mod:`shardstream.spark.delta.typed.column_values` checks and converts one value at a time; a
 batch's column is thousands of values, nearly always of one class that the column holds
 as it is.  :func:`all_fit` and :func:`column_array` first look at the set of the values'
 classes (one pass in C) and let pyarrow convert the whole list; only a column where that
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from shardstream.spark.delta.column_types import (
+from shardstream.spark.delta.typed.column_types import (
     DOUBLE,
     HELD,
     INT32,
@@ -26,7 +26,7 @@ from shardstream.spark.delta.column_types import (
     JSON_COLUMN,
     STRING,
 )
-from shardstream.spark.delta.column_values import converter, fitter
+from shardstream.spark.delta.typed.column_values import converter, fitter
 
 _NONE: Final = type(None)
 _ARROW_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError)

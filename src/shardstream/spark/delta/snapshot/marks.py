@@ -1,7 +1,7 @@
 """Sinks: what a snapshot's commit carries, and reading it back from a table.
 
 ``ingest --snapshot`` puts the source's documents as of T0 into each table in one Delta
-commit, the one that creates the table (:mod:`shardstream.spark.delta.snapshot_tables`).
+commit, the one that creates the table (:mod:`shardstream.spark.delta.snapshot.tables`).
 That commit carries, atomically with the rows:
 
 * two app transactions (``txn`` actions) whose versions are cluster times, packed as a

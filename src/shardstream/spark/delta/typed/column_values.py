@@ -1,7 +1,7 @@
 """Typed columns' values: whether a column holds a value, and the value it holds.
 
 :func:`column_value` converts one value to what a column of a
-:mod:`shardstream.spark.delta.column_types` type holds (``column_types.fits`` says whether it
+:mod:`shardstream.spark.delta.typed.column_types` type holds (``column_types.fits`` says whether it
 can); :func:`fitter` and :func:`converter` are the check and the conversion built once per
 column, which is what a table's rows go through (per value, an Arrow type's
 hash or inspection cost more than the check itself).  :func:`relaxed_json` writes the values
@@ -20,7 +20,7 @@ from bson import json_util
 from bson.binary import Binary
 
 from shardstream.resume_token.token_json import to_json_ready
-from shardstream.spark.delta.column_types import (
+from shardstream.spark.delta.typed.column_types import (
     DOUBLE,
     HELD,
     INT32,
