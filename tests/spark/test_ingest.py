@@ -151,7 +151,12 @@ def test_the_spark_demo_checks_both_tables(spark: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_a_live_cluster_is_ingested_continuously_until_stopped(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["merged", "perShard"])
+def test_a_live_cluster_is_ingested_continuously_until_stopped(
+    spark: Any, tmp_path: Path, mode: str
+) -> None:
+    # perShard: the batches are cluster-time windows the driver plans from the shards'
+    # positions; the tasks read their shard's window.
     import threading
     import time
 
@@ -176,7 +181,11 @@ def test_a_live_cluster_is_ingested_continuously_until_stopped(spark: Any, tmp_p
             for entry in entries:
                 cluster.shard(name).append(entry)
             cluster.shard(name).set_majority(t[8])
-        options = {"uri": cluster.uri, "startAtOperationTime": "1700000000,1"}
+        options = {
+            "uri": cluster.uri,
+            "startAtOperationTime": "1700000000,1",
+            "partitionMode": mode,
+        }
         settings = IngestSettings(
             table=root, source_options=options, bounded=False, trigger_interval="0 seconds"
         )

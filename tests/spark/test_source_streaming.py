@@ -149,7 +149,9 @@ def test_plans_never_show_the_password_of_a_uri(
     assert spark.conf.get("spark.sql.redaction.options.regex").count("^uri$") == 1
 
 
-def test_a_live_cluster_through_spark(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["merged", "perShard"])
+def test_a_live_cluster_through_spark(spark: Any, tmp_path: Path, mode: str) -> None:
+    # perShard: cluster-time windows planned from the shards' positions (no driver merge).
     import shardstream.spark
     from shardstream.emulator import EmulatedCluster
     from tests.spark.test_stream_reader_live import OPLOGS
@@ -167,10 +169,10 @@ def test_a_live_cluster_through_spark(spark: Any, tmp_path: Path) -> None:
         load_committed(cluster, OPLOGS)
         rows = _run(
             spark,
-            {"uri": cluster.uri, "maxEventsPerTrigger": "4", **start},
-            "live",
+            {"uri": cluster.uri, "maxEventsPerTrigger": "4", "partitionMode": mode, **start},
+            f"live_{mode}",
             tmp_path / "ck",
         )
-        live = sorted(spark.table("live").collect(), key=lambda row: row["_id"])
+        live = sorted(spark.table(f"live_{mode}").collect(), key=lambda row: row["_id"])
     assert [n for n in rows if n] == [4, 2]
     assert live == expected

@@ -1,10 +1,12 @@
 """Emulator: ``aggregate`` on a collection, for the few stages a copy's split needs.
 
 Stages: ``$match`` (the ``find`` filter subset), ``$sample``, ``$sort``, ``$project``
-(inclusions and exclusions) and ``$limit``, run in order over a snapshot of the
-collection (on mongos: every shard's documents). Any other stage, ``$changeStream``
-included, is refused with the server's ``Location40324`` ("Unrecognized pipeline stage
-name"), so a test never passes on a stage the emulator does not run.
+(inclusions and exclusions), ``$skip``, ``$limit`` and ``$group`` (accumulators ``$sum``,
+``$min`` and ``$max``; a live window's planner sizes a shard's oplog with it), run in
+order over a snapshot of the collection (on mongos: every shard's documents).  Any other
+stage, ``$changeStream`` included, is refused with the server's ``Location40324``
+("Unrecognized pipeline stage name"), so a test never passes on a stage the emulator does
+not run.
 
 ``$sample`` follows the server's two plans: a collection of more than 100 documents asked
 for less than 5 % of them is sampled with a random cursor, which may return a document
@@ -23,6 +25,7 @@ from typing import Any, Final
 
 from shardstream.emulator.cursors import ListCursor, ServerCursor, select, sort_documents
 from shardstream.emulator.faults import CommandError
+from shardstream.emulator.group_stage import group_documents
 from shardstream.emulator.projection import projector
 
 Body = dict[str, Any]
@@ -31,7 +34,7 @@ Handler = Callable[[Body], Body]
 _RANDOM_CURSOR_MIN_DOCS: Final = 100
 _RANDOM_CURSOR_MAX_FRACTION: Final = 0.05
 _SEED: Final = 20240101
-_STAGES: Final = ("$match", "$sample", "$sort", "$project", "$limit")
+_STAGES: Final = ("$match", "$sample", "$sort", "$project", "$skip", "$limit", "$group")
 
 
 def aggregate_handler(
@@ -81,6 +84,10 @@ def run_pipeline(docs: list[Any], pipeline: list[Any], rng: random.Random) -> li
         elif name == "$project":
             shape = projector(spec)
             docs = [shape(doc) for doc in docs]
+        elif name == "$skip":
+            docs = docs[_count(spec, "$skip") :]
+        elif name == "$group":
+            docs = group_documents(docs, spec)
         else:
             docs = docs[: _positive(spec, "$limit")]
     return docs
@@ -110,6 +117,12 @@ def _sample(docs: list[Any], spec: Any, rng: random.Random) -> list[Any]:
     if len(docs) > _RANDOM_CURSOR_MIN_DOCS and size < len(docs) * _RANDOM_CURSOR_MAX_FRACTION:
         return rng.choices(docs, k=size)  # a random cursor may repeat a document
     return rng.sample(docs, min(size, len(docs)))
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise CommandError(15956, "Location15956", f"{what} must be a non-negative integer")
 
 
 def _positive(value: Any, what: str) -> int:

@@ -3,9 +3,9 @@
 Expressions: field paths, ``$$ROOT``, ``$$CURRENT``, ``$$REMOVE`` and ``$let`` variables;
 ``$literal``, ``$let``, ``$cond``, ``$switch``, ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``,
 ``$lte``, ``$cmp``, ``$and``, ``$or``, ``$type``, ``$isArray``, ``$size``, ``$slice``,
-``$arrayElemAt``, ``$concatArrays``, ``$range``, ``$map``, ``$getField``, ``$setField`` and
-``$unsetField``, evaluated as mongod does; comparisons order values across type brackets,
-as aggregation does (:mod:`~.bson_order`).  Anything else is refused
+``$arrayElemAt``, ``$concatArrays``, ``$range``, ``$map``, ``$getField``, ``$setField``,
+``$unsetField`` and ``$bsonSize``, evaluated as mongod does; comparisons order values
+across type brackets, as aggregation does (:mod:`~.bson_order`).  Anything else is refused
 (``InvalidPipelineOperator``, 168), never guessed, so a test cannot pass on an expression
 the emulator does not understand.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import bson
 from bson.dbref import DBRef
 from bson.decimal128 import Decimal128
 
@@ -237,6 +238,15 @@ def _map(spec: Any, scope: Scope) -> list[Any]:
     ]
 
 
+def _bson_size(argument: Any, scope: Scope) -> int | None:
+    value = evaluate(argument, scope)
+    if value is None or value is MISSING:
+        return None
+    if not isinstance(value, dict):
+        raise CommandError(31393, "Location31393", f"$bsonSize requires a document, got {value!r}")
+    return len(bson.encode(value))
+
+
 _OPERATORS: Final[dict[str, Callable[[Any, Scope], Any]]] = {
     "$literal": lambda argument, _scope: argument,
     "$let": _let,
@@ -261,4 +271,5 @@ _OPERATORS: Final[dict[str, Callable[[Any, Scope], Any]]] = {
     "$getField": _get_field,
     "$setField": _set_field,
     "$unsetField": _unset_field,
+    "$bsonSize": _bson_size,
 }

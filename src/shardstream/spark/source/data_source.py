@@ -36,6 +36,7 @@ from pyspark.sql.types import StructType
 
 from shardstream.errors import MergeError
 from shardstream.spark.source.batch_planner import BatchPlanner
+from shardstream.spark.source.live_window_planner import LiveWindowPlanner
 from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import PartitionMode, SourceKind, SourceSpec, parse_options
 from shardstream.spark.source.partitions import (
@@ -98,6 +99,7 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def __init__(self, spec: SourceSpec) -> None:
         self._spec = spec
         self._planner: BatchPlanner | None = None  # opened on the driver, on first use
+        self._live_windows: LiveWindowPlanner | None = None  # likewise
         self._available_now = False
         self._target: ReadBound | None = None
         # Per-shard task boundaries found while planning, by (start, end) offset text.
@@ -127,7 +129,20 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         max_events, max_bytes = batch_limits(self._spec, limit)
         bound = self._target if self._available_now else read_bound(self._spec, pin_now=False)
         if windows_apply(self._spec):
-            return plan_window(self._spec, begin, max_events, bound, max_bytes=max_bytes).to_json()
+            if self._spec.kind is not SourceKind.LIVE:
+                return plan_window(
+                    self._spec, begin, max_events, bound, max_bytes=max_bytes
+                ).to_json()
+            window = self._live_windows_().plan(
+                begin,
+                max_events=max_events,
+                max_bytes=max_bytes,
+                bound=bound,
+                wait_for_bound=self._available_now,
+                advance_idle_after=None if self._available_now else IDLE_WATERMARK_S,
+            )
+            if window is not None:  # None: the shards changed, which only the merge follows
+                return window.to_json()
         plan = self._planner_().plan(
             begin,
             max_events=max_events,
@@ -146,7 +161,7 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if finish.window:  # whatever the mode now: the offset says how the batch was cut
             if finish.watermark == begin.watermark:
                 return []
-            return plan_window_partitions(self._spec, begin, finish)
+            return plan_window_partitions(begin, finish)
         splits = self._splits.get(_key(begin, finish))
         # Only per-shard tasks need the boundaries; merged mode has one task whatever they are.
         per_shard = self._spec.partition_mode is PartitionMode.PER_SHARD
@@ -180,6 +195,14 @@ class ShardstreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._planner is not None:
             self._planner.close()
             self._planner = None
+        if self._live_windows is not None:
+            self._live_windows.close()
+            self._live_windows = None
+
+    def _live_windows_(self) -> LiveWindowPlanner:
+        if self._live_windows is None:
+            self._live_windows = LiveWindowPlanner(self._spec)
+        return self._live_windows
 
     def _planner_(self) -> BatchPlanner:
         if self._planner is None:
@@ -200,9 +223,11 @@ class ShardstreamBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         spec = self._spec
         start = initial_offset(spec)
-        if windows_apply(spec):  # one window, from the start to the end of the data
+        # One window, from the start to the end of the data.  A live cluster's bounded read
+        # keeps the merge: its window would wait for every shard to pass "now".
+        if windows_apply(spec) and spec.kind is not SourceKind.LIVE:
             end = plan_window(spec, start, None, read_bound(spec, pin_now=True))
-            return plan_window_partitions(spec, start, end) if end.window else []
+            return plan_window_partitions(start, end) if end.window else []
         # A local planner: this reader is pickled to the executors after this call.
         planner = BatchPlanner(spec, split_every=spec.events_per_partition)
         try:

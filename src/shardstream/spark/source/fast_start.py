@@ -47,12 +47,28 @@ class FastStart:
 
 def fast_start(spec: SourceSpec, after: str) -> FastStart | None:
     """The fast path's start just after ``after`` ("" = as configured), or None."""
-    if spec.kind is not SourceKind.OPLOG or spec.stream.resume_token is not None:
+    if spec.kind is not SourceKind.OPLOG:
         return None
     if any(
         (spec.input_format or InputFormat.for_path(path)) is not InputFormat.BSON
         for _, path in spec.oplog_paths
     ):
+        return None
+    return _fast_options(spec, after)
+
+
+def window_start(spec: SourceSpec, after: str) -> FastStart | None:
+    """:func:`fast_start` for a task reading one shard's window: BSON files, or a live
+    shard (its tailer hands out the server's bytes).  Only windows read a live shard on
+    the fast path: a live merged stream keeps the reference path, whose config.shards
+    monitor follows shards added and removed, which a window's planner checks instead."""
+    if spec.kind is SourceKind.LIVE:
+        return _fast_options(spec, after)
+    return fast_start(spec, after)
+
+
+def _fast_options(spec: SourceSpec, after: str) -> FastStart | None:
+    if spec.stream.resume_token is not None:
         return None
     options, floor = spec.stream, ""
     if after:

@@ -59,11 +59,10 @@ class ShardWindow(InputPartition):
     end: str
 
 
-def plan_window_partitions(
-    spec: SourceSpec, start: StreamOffset, end: StreamOffset
-) -> list[InputPartition]:
-    """The tasks of the window ``(start, end)``: one per shard."""
-    return [ShardWindow(name, start.watermark, end.watermark) for name, _ in spec.oplog_paths]
+def plan_window_partitions(start: StreamOffset, end: StreamOffset) -> list[InputPartition]:
+    """The tasks of the window ``(start, end)``: one per shard (the offset's shards, which
+    the planner checked are the input's)."""
+    return [ShardWindow(name, start.watermark, end.watermark) for name in sorted(end.shards)]
 
 
 def plan_partitions(

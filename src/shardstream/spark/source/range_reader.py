@@ -27,10 +27,15 @@ from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.handle_topology_change import is_internal
 from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
-from shardstream.resume_token import encode_token
-from shardstream.spark.source.fast_start import FastStart, fast_start, open_planning_stream
+from shardstream.resume_token import decode_token, encode_token
+from shardstream.spark.source.fast_start import (
+    FastStart,
+    fast_start,
+    open_planning_stream,
+    window_start,
+)
 from shardstream.spark.source.offsets import StreamOffset, data_of
-from shardstream.spark.source.options import SourceSpec
+from shardstream.spark.source.options import SourceKind, SourceSpec
 from shardstream.spark.source.shard_inputs import (
     open_shard_source,
     start_time,
@@ -38,6 +43,7 @@ from shardstream.spark.source.shard_inputs import (
 )
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform import fields as f
+from shardstream.transform.raw.pipeline import ts_key
 
 READ_CHUNK: Final = 1000
 _LIVE_WAIT_S: Final = 60.0
@@ -151,28 +157,46 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
 def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Iterator[ChangeEvent]:
     """Yield ``shard``'s events of the merged stream above ``after`` and below ``end``.
 
-    A window's share of one shard (:mod:`shardstream.spark.source.window_planner`): ``end``
-    is the high-water-mark token of the window's end time.  The shard's entries are read
-    raw from ``after``'s time (the file's ``ts`` index seeks there) until the first one at
-    or past the end.
+    A window's share of one shard (:mod:`shardstream.spark.source.window_planner`,
+    :mod:`~shardstream.spark.source.live_window_planner`): ``end`` is the high-water-mark
+    token of the window's end time.  The shard's entries are read raw from ``after``'s
+    time (a file's ``ts`` index seeks there; a live shard's tailer starts there) until the
+    first one at or past the end, or until the shard promises nothing more below it (a
+    live shard's majority point: the planner picked an end every shard had reached).
 
     Raises:
         MergeError: ``spec`` does not take the fast path (no window is planned for it).
+        OplogError: a live shard did not reach the end within a minute of its last news.
     """
-    fast = fast_start(spec, after)
+    fast = window_start(spec, after)
     if fast is None:
         raise MergeError(
             f"{spec.display}: a cluster-time window is read on the fast path, which this "
-            "source does not take (BSON oplog files and default stream options only)"
+            "source does not take (BSON oplog files or a live cluster, default stream "
+            "options only)"
         )
     reader, options = _fast_reader(spec, shard, fast)
     keep = router_filter(spec, options)
     floor, end = fast.floor, data_of(end)
+    # Everything below the end is read once the shard's promise reaches the last time
+    # before it: a source promises no entry at or below its promise is still to come, and
+    # an event's token promises its whole entry was read.
+    last_time = ts_key(decode_token(end).cluster_time) - 1
+    live = spec.kind is SourceKind.LIVE
+    deadline = time.monotonic() + _LIVE_WAIT_S
     try:
         while True:
             batch = reader.read(READ_CHUNK)
-            if batch is None:  # a file always answers; a source that does not is no file
-                raise MergeError(f"{spec.display}: shard {shard!r} returned no batch")
+            if batch is None:  # a file always answers; a live tailer may have nothing yet
+                if not live:
+                    raise MergeError(f"{spec.display}: shard {shard!r} returned no batch")
+                if time.monotonic() >= deadline:
+                    raise _shard_not_reproducible(
+                        spec, shard, end, "it did not reach the window's end in time"
+                    )
+                time.sleep(_LIVE_POLL_S)
+                continue
+            deadline = time.monotonic() + _LIVE_WAIT_S  # a wait counts from the last news
             for event in batch.events:
                 token = event.token.data
                 if token >= end:
@@ -180,7 +204,9 @@ def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Ite
                 if token > floor and keep(event):
                     yield event
             promise = batch.promise
-            if batch.exhausted or (promise is not None and promise.data >= end):
+            if batch.exhausted or (
+                promise is not None and ts_key(decode_token(promise).cluster_time) >= last_time
+            ):
                 return
     finally:
         reader.source.close()

@@ -17,7 +17,11 @@ from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger import MergedStream
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
 from shardstream.merger.merged_stream import start_token
-from shardstream.oplog.file_reader import InputFormat
+from shardstream.oplog.file_reader import (
+    OPLOG_CODEC_OPTIONS,
+    RAW_OPLOG_CODEC_OPTIONS,
+    InputFormat,
+)
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.oplog.live.cluster import connect_live_cluster
 from shardstream.oplog.live.discovery import discover_cluster
@@ -95,7 +99,7 @@ def open_shard_source(
     spec: SourceSpec, shard: str, start: Timestamp | None, *, raw: bool = False
 ) -> OplogSource:
     """The source of one shard (per-shard tasks read nothing else); ``raw`` as for
-    :func:`open_sources` (oplog files only)."""
+    :func:`open_sources`, and for a live shard's tailer (a window's task)."""
     if spec.kind is SourceKind.LIVE:
         assert spec.uri is not None
         info = discover_cluster(spec.uri)
@@ -103,7 +107,10 @@ def open_shard_source(
         if shard not in by_name:
             raise _missing_shard(spec, shard, list(by_name))
         first = start or info.cluster_time
-        return LiveOplogSource(shard, by_name[shard].uri, start=first, await_ms=_LIVE_AWAIT_MS)
+        codec = RAW_OPLOG_CODEC_OPTIONS if raw else OPLOG_CODEC_OPTIONS
+        return LiveOplogSource(
+            shard, by_name[shard].uri, start=first, await_ms=_LIVE_AWAIT_MS, codec_options=codec
+        )
     if spec.kind is SourceKind.SIMULATE:
         assert spec.simulation is not None
         names = simulated_shard_names(spec.simulation)

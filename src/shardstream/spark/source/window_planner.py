@@ -16,7 +16,8 @@ event at ``T`` and above every event before it, so the next window (or a merged 
 or a restart) starts there with nothing lost or read twice.
 
 Windows are used where they give the merged stream's events exactly: BSON oplog files on
-the fast path (``fast_start``), and a whole-cluster stream, which is never invalidated (a
+the fast path (``fast_start``) or a live cluster's shards (planned from the shards'
+majority points instead of files), and a whole-cluster stream, which is never invalidated (a
 collection or database stream ends at its invalidate, which only the merge finds).
 Everything else keeps :class:`~shardstream.spark.source.batch_planner.BatchPlanner`.
 """
@@ -32,7 +33,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.oplog.ts_index import TsIndex, ts_index
 from shardstream.resume_token import decode_token, encode_token, high_water_mark
-from shardstream.spark.source.fast_start import fast_start
+from shardstream.spark.source.fast_start import window_start
 from shardstream.spark.source.offsets import StreamOffset, token_of_text, token_text
 from shardstream.spark.source.options import PartitionMode, SourceSpec
 from shardstream.spark.source.shard_inputs import ReadBound, start_time
@@ -44,11 +45,12 @@ _NO_END: Final = 1 << 64  # above every cluster time
 
 
 def windows_apply(spec: SourceSpec) -> bool:
-    """Whether ``spec``'s batches are planned as cluster-time windows."""
+    """Whether ``spec``'s batches are planned as cluster-time windows (files here, a live
+    cluster by :mod:`~shardstream.spark.source.live_window_planner`)."""
     return (
         spec.partition_mode is PartitionMode.PER_SHARD
         and spec.stream.scope is StreamScope.CLUSTER
-        and fast_start(spec, "") is not None
+        and window_start(spec, "") is not None
     )
 
 
