@@ -3,12 +3,19 @@ scales from one task slot to two.
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.ingest_scaling [PER_SHARD] [BATCH] [SINK,...]
+    .venv/bin/python -m benchmarks.ingest_scaling [PER_SHARD] [BATCH] [SINK,...] [SOURCE,...]
 
 The benchmark corpus (4 BSON files, ObjectId keys) at PER_SHARD and 2 x PER_SHARD entries
 per shard (25,000 by default), perShard, ``maxEventsPerTrigger`` BATCH (50,000: several
 batches per run, so that the marginal rate holds per-batch costs too), each run a fresh
-process, on local[1] and local[2], into each SINK (default all):
+process, on local[1] and local[2], into each SINK (default all), from each SOURCE:
+
+- ``files``: the BSON files (batches are windows planned from their ``ts`` indexes);
+- ``live``: the same entries served by an emulated cluster in a process of its own
+  (``cluster_process.py``; one per corpus size), read through the wire protocol
+  (batches are windows planned from the shards' majority points and oplog counts).
+
+Sinks:
 
 - ``noop``: the source into Spark's ``noop`` sink (``spark_source_bound.py --one``);
 - ``changelog``: ``ingest --no-mirror`` (the tasks write the change log, the driver commits);
@@ -18,10 +25,16 @@ process, on local[1] and local[2], into each SINK (default all):
   writes both tables: the design the executors' writers replace).
 
 Marginal rates (the events the larger corpus adds over the time it adds), and the CPU per
-event of every process of a run (``timing.process_tree_cpu``) and of the driver's Python
-process alone (``time.process_time``), marginal too.  Issue 27's T1 (a full ingest >= 0.5x
-noop), T3 (the change log >= 0.8x noop, local[2] >= 1.6x local[1]), T4 (the driver's CPU per
-event) and T6 (a full ingest's local[2] >= 1.5x its local[1]).
+event of every process of a run (``timing.process_tree_cpu``; a live source's emulated
+cluster is not among them) and of the driver's Python process alone
+(``time.process_time``), marginal too.  Spark runs the source's planning in a Python
+process of its own on the driver, which ``process_time`` does not see; so the planner's
+CPU per event is also measured on its own, in this process, by planning the whole corpus
+with the same limit (marginal over the two sizes), next to what the merged planner (the
+merge run in the driver, which the windows replace) spends on a live source.  Issue 27's
+T1 (a full ingest >= 0.5x noop), T3 (the change log >= 0.8x noop, local[2] >= 1.6x
+local[1]), T4 (the driver side's CPU per event: the driver process plus the planner) and
+T6 (a full ingest's local[2] >= 1.5x its local[1]).
 """
 
 from __future__ import annotations
@@ -33,11 +46,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ingest_throughput import SHARDS, corpus_pair, count_events, spark_child_json
+from benchmarks.cluster_process import ClusterProcess
+from benchmarks.ingest_throughput import (
+    SHARDS,
+    SOURCE_OPTIONS,
+    corpus_pair,
+    count_events,
+    source_options,
+    spark_child_json,
+)
 from benchmarks.timing import machine_line, process_tree_cpu
+from shardstream.bench.emulated import CORPUS_START
 
 MASTERS = ("local[1]", "local[2]")
 SINKS = ("noop", "changelog", "bucketed", "single")
+SOURCES = ("files", "live")
 
 
 def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
@@ -49,7 +72,7 @@ def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
 
     spark = build_session(master)
     options = {
-        "oplog": (Path(work) / "oplog-option").read_text(),
+        **source_options(Path(work)),
         "partitionMode": "perShard",
         "maxEventsPerTrigger": batch,
     }
@@ -75,23 +98,58 @@ def _run(work: Path, master: str, sink: str, batch: str) -> dict[str, Any]:
     return spark_child_json("benchmarks.ingest_scaling", ["--one", str(work), master, batch, sink])
 
 
-def main(argv: list[str]) -> None:
-    if argv[:1] == ["--one"]:
-        print(json.dumps(_ingest(argv[1], argv[2], argv[3], argv[4])))
-        return
-    per_shard = int(argv[0]) if argv else 25_000
-    batch = argv[1] if len(argv) > 1 else "50000"
-    sinks = argv[2].split(",") if len(argv) > 2 else list(SINKS)
-    if "noop" not in sinks or not set(sinks) <= set(SINKS):
-        raise SystemExit(f"expected sinks among {SINKS}, noop included, got {sinks}")
-    works = corpus_pair(per_shard, "scaling")
+def _serve(works: list[Path]) -> list[ClusterProcess]:
+    """Serve each work directory's corpus from an emulated cluster; point its source there."""
+    clusters = []
+    for work in works:
+        oplogs = [path.read_bytes() for path in sorted((work / "oplogs").glob("shard*.bson"))]
+        cluster = ClusterProcess(SHARDS, oplogs)
+        clusters.append(cluster)
+        start = f"{CORPUS_START.time},{CORPUS_START.inc}"
+        options = {"uri": cluster.uri, "startAtOperationTime": start}
+        (work / SOURCE_OPTIONS).write_text(json.dumps(options))
+    return clusters
+
+
+def _planning_cpu(work: Path, batch: int, *, windows: bool) -> float:
+    """CPU seconds this process spends planning every batch of ``work``'s source (the
+    driver-side source runner's work), with windows or with the merged planner."""
+    from shardstream.spark.source.batch_planner import BatchPlanner
+    from shardstream.spark.source.live_window_planner import LiveWindowPlanner
+    from shardstream.spark.source.offsets import StreamOffset
+    from shardstream.spark.source.options import SourceKind, parse_options
+    from shardstream.spark.source.shard_inputs import initial_offset, read_bound
+    from shardstream.spark.source.window_planner import plan_window
+
+    spec = parse_options({**source_options(work), "partitionMode": "perShard"})
+    start, bound = initial_offset(spec), read_bound(spec, pin_now=True)
+    live = LiveWindowPlanner(spec) if windows and spec.kind is SourceKind.LIVE else None
+    merged = None if windows else BatchPlanner(spec, split_every=spec.events_per_partition)
+
+    def plan(begin: StreamOffset) -> StreamOffset | None:
+        if live is not None:
+            return live.plan(
+                begin, max_events=batch, max_bytes=None, bound=bound, wait_for_bound=True
+            )
+        if merged is not None:
+            return merged.plan(begin, max_events=batch, bound=bound, wait_for_bound=True).end
+        return plan_window(spec, begin, batch, bound)
+
+    cpu = time.process_time()
+    while (end := plan(start)) not in (start, None):
+        assert end is not None
+        start = end
+    cpu = time.process_time() - cpu
+    for planner in (live, merged):
+        if planner is not None:
+            planner.close()
+    return cpu
+
+
+def _sink_table(source: str, works: list[Path], sinks: list[str], batch: str) -> dict[Any, float]:
     events = [count_events(work) for work in works]
     added = events[1] - events[0]
-    print(machine_line())
-    print(
-        f"benchmark corpus: {SHARDS} shards x {per_shard:,} and x {2 * per_shard:,} entries "
-        f"({events[0]:,} and {events[1]:,} events), perShard, maxEventsPerTrigger {batch}"
-    )
+    print(f"\nsource: {source}")
     print(
         "| master | sink | wall s (small, large) | marginal events/s | CPU us/event, all "
         "processes (marginal) | driver Python us/event (marginal) |"
@@ -105,21 +163,57 @@ def main(argv: list[str]) -> None:
                 raise SystemExit(f"expected {events} events, got {[r['events'] for r in runs]}")
             rate = rates[(master, sink)] = added / (runs[1]["wall"] - runs[0]["wall"])
             cpu = (runs[1]["cpu"] - runs[0]["cpu"]) / added * 1e6
-            driver = (
-                f"{(runs[1]['driver'] - runs[0]['driver']) / added * 1e6:.1f}"
-                if "driver" in runs[0]
-                else "-"
-            )
+            driver = (runs[1]["driver"] - runs[0]["driver"]) / added * 1e6
             print(
                 f"| {master} | {sink} | {runs[0]['wall']:.1f}, {runs[1]['wall']:.1f} | "
-                f"{rate:,.0f} | {cpu:.1f} | {driver} |"
+                f"{rate:,.0f} | {cpu:.1f} | {driver:.1f} |"
             )
+    planners = [("windows", True)] + ([("merged planner", False)] if source == "live" else [])
+    for label, windows in planners:
+        spent = [_planning_cpu(work, int(batch), windows=windows) for work in works]
+        print(
+            f"{source}: planning ({label}) in the driver: {(spent[1] - spent[0]) / added * 1e6:.2f}"
+            f" us/event marginal ({spent[0]:.2f} s, {spent[1]:.2f} s CPU)"
+        )
     for sink in sinks[1:]:
         for master in MASTERS:
             ratio = rates[(master, sink)] / rates[(master, "noop")]
-            print(f"{sink} {master}: / noop = {ratio:.2f}x (T1 >= 0.5x full, T3 >= 0.8x log)")
+            print(
+                f"{source} {sink} {master}: / noop = {ratio:.2f}x (T1 >= 0.5x full, T3 >= 0.8x log)"
+            )
         speedup = rates[("local[2]", sink)] / rates[("local[1]", sink)]
-        print(f"{sink}: local[2] / local[1] = {speedup:.2f}x (T3 >= 1.6x log, T6 >= 1.5x full)")
+        print(
+            f"{source} {sink}: local[2] / local[1] = {speedup:.2f}x "
+            "(T3 >= 1.6x log, T6 >= 1.5x full)"
+        )
+    return rates
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--one"]:
+        print(json.dumps(_ingest(argv[1], argv[2], argv[3], argv[4])))
+        return
+    per_shard = int(argv[0]) if argv else 25_000
+    batch = argv[1] if len(argv) > 1 else "50000"
+    sinks = argv[2].split(",") if len(argv) > 2 else list(SINKS)
+    sources = argv[3].split(",") if len(argv) > 3 else ["files"]
+    if "noop" not in sinks or not set(sinks) <= set(SINKS):
+        raise SystemExit(f"expected sinks among {SINKS}, noop included, got {sinks}")
+    if not set(sources) <= set(SOURCES):
+        raise SystemExit(f"expected sources among {SOURCES}, got {sources}")
+    print(machine_line())
+    print(
+        f"benchmark corpus: {SHARDS} shards x {per_shard:,} and x {2 * per_shard:,} entries, "
+        f"perShard, maxEventsPerTrigger {batch}"
+    )
+    for source in sources:
+        works = corpus_pair(per_shard, f"scaling-{source}")
+        clusters = _serve(works) if source == "live" else []
+        try:
+            _sink_table(source, works, sinks, batch)
+        finally:
+            for cluster in clusters:
+                cluster.close()
 
 
 if __name__ == "__main__":

@@ -125,6 +125,19 @@ def spark_child_json(module: str, args: list[str]) -> dict[str, Any]:
     return result
 
 
+SOURCE_OPTIONS = "source-options.json"  # a work directory's live source (see ingest_scaling)
+
+
+def source_options(work: Path) -> dict[str, str]:
+    """The source's options for the corpus in ``work``: its files, or the live cluster a
+    benchmark serves it from (``source-options.json``, written by the benchmark)."""
+    live = work / SOURCE_OPTIONS
+    if live.exists():
+        options: dict[str, str] = json.loads(live.read_text())
+        return options
+    return {"oplog": (work / "oplog-option").read_text()}
+
+
 def corpus_pair(per_shard: int, label: str) -> list[Path]:
     """Two work directories holding the benchmark corpus at ``per_shard`` and twice that
     many entries per shard, each with its ``oplog-option`` file (the source's option)."""

@@ -28,6 +28,7 @@ from benchmarks.ingest_throughput import (
     corpus_pair,
     count_events,
     replay_seconds,
+    source_options,
     spark_child_json,
 )
 from benchmarks.timing import machine_line, process_tree_cpu
@@ -83,7 +84,7 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
     spark = build_session(master)
     register(spark)
     options = {
-        "oplog": (Path(work) / "oplog-option").read_text(),
+        **source_options(Path(work)),
         "partitionMode": mode,
         "jsonFormat": "canonical",  # as the ingest reads it
     }
@@ -93,7 +94,7 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
         options["maxEventsPerTrigger"] = batch
     events = spark.readStream.format("shardstream").options(**options).load()
     started = time.perf_counter()
-    cpu = process_tree_cpu()
+    cpu, driver = process_tree_cpu(), time.process_time()
     query = (
         events.writeStream.format("noop")
         .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}-{batch}"))
@@ -102,11 +103,11 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
     )
     query.awaitTermination()
     wall = time.perf_counter() - started
-    cpu = process_tree_cpu() - cpu
+    cpu, driver = process_tree_cpu() - cpu, time.process_time() - driver
     read = sum(progress["numInputRows"] for progress in query.recentProgress)
     batches = sum(1 for progress in query.recentProgress if progress["numInputRows"])
     spark.stop()
-    return {"events": read, "wall": wall, "batches": batches, "cpu": cpu}
+    return {"events": read, "wall": wall, "batches": batches, "cpu": cpu, "driver": driver}
 
 
 if __name__ == "__main__":
