@@ -11,7 +11,7 @@ STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_SPARK := $(VENV)/.installed-spark
 # An editable install builds the C modules in place: a change to one needs a reinstall.
-BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch] src/shardstream/resume_token/_*.c)
+BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch] src/shardstream/resume_token/_*.c src/shardstream/oplog/_*.c)
 
 .PHONY: demo test lint typecheck unit bench fuzz lock lockcheck clean
 

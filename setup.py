@@ -1,11 +1,12 @@
 """The compiled modules (everything else is in pyproject): ``_ejson``, the Extended JSON
 writer's C half, the reader of a change event's row fields that uses it, and the fast
 path's check of an entry's bytes; ``_json_read``, the canonical Extended JSON reader's C half
-(``token_json.loads``).
+(``token_json.loads``); ``_framing``, the loop that frames an oplog file's documents for
+its ``ts`` index (``oplog/ts_index.py``).
 
 ``optional=True``: where no C compiler is found the install still succeeds and
 ``shardstream.transform.raw.extended_json`` writes everything with its Python walker (same
-text, slower), ``token_json.loads`` reads with its Python hook;
+text, slower), ``token_json.loads`` reads with its Python hook, ``ts_index`` frames in Python;
 ``tests/transform/test_raw_extended_json.py`` and ``tests/resume_token/test_json_read.py``
 fail if a module is missing.
 """
@@ -28,6 +29,11 @@ setup(
         Extension(
             "shardstream.resume_token._json_read",
             ["src/shardstream/resume_token/_json_read.c"],
+            optional=True,
+        ),
+        Extension(
+            "shardstream.oplog._framing",
+            ["src/shardstream/oplog/_framing.c"],
             optional=True,
         ),
     ]

@@ -152,3 +152,47 @@ def test_a_last_entry_before_the_samples_is_a_defect(tmp_path: Path) -> None:
     defect = ts_index(str(_write(tmp_path / "s.bson", entries))).defect
     assert defect is not None
     assert "expected ts to increase" in str(defect)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["none", "large entries", "bad length", "cut at the end", "out of order", "empty"],
+)
+def test_the_compiled_framing_builds_the_python_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    from shardstream.oplog import ts_index as module
+
+    if module._skip is None:
+        pytest.fail("shardstream.oplog._framing is not built (setup.py builds it)")
+    entries = _entries(20_000, seed=7)  # ~3.5 MB: several of the builder's 1 MiB reads
+    if damage == "large entries":
+        for number in (5, 6, 700, 9_000):
+            entries[number]["o"]["pad"] = "y" * (SAMPLE_BYTES // 2 + number)
+    if damage == "out of order":
+        entries[STRIDE * 400]["ts"] = Timestamp(1, 1)  # a sampled entry
+    data = b"".join(bson.encode(entry) for entry in entries)
+    if damage == "bad length":
+        at = len(b"".join(bson.encode(entry) for entry in entries[:15_001]))
+        data = data[:at] + b"\xff\xff\xff\x7f" + data[at + 4 :]
+    if damage == "cut at the end":
+        data = data[:-7]
+    if damage == "empty":
+        data = b""
+    (tmp_path / "c.bson").write_bytes(data)
+    (tmp_path / "p.bson").write_bytes(data)
+    compiled = ts_index(str(tmp_path / "c.bson"))
+    monkeypatch.setattr(module, "_skip", None)
+    python = ts_index(str(tmp_path / "p.bson"))
+    assert (compiled.times, compiled.offsets, compiled.ordinals, compiled.last) == (
+        python.times,
+        python.offsets,
+        python.ordinals,
+        python.last,
+    )
+    described = [
+        None if index.defect is None else str(index.defect).replace(name, "F")
+        for index, name in ((compiled, "c.bson"), (python, "p.bson"))
+    ]
+    assert described[0] == described[1]
+    assert (described[0] is None) == (damage in ("none", "large entries", "empty"))

@@ -7,9 +7,10 @@ Spark task's time).  The index records the ``ts``, byte offset and ordinal of ev
 :data:`STRIDE`-th entry, and of every entry that starts :data:`SAMPLE_BYTES` or more after
 the sample before it (large documents: a planner sizing batches in bytes then never has
 more than about that much, or one entry, of a shard's data between two samples); it is
-built in one pass that reads only the documents' length prefixes and decodes the sampled
-entries alone.  A reader seeks to the last sample before T and skips at most a stride of
-entries, as the server's oplog scan skips to its start.
+built in one pass that reads only the documents' length prefixes (in C, ``_framing.c``,
+between two samples) and decodes the sampled entries alone.  A reader seeks to the last
+sample before T and skips at most a stride of entries, as the server's oplog scan skips to
+its start.
 
 Indexes are kept per process (a Spark worker reads many batches of one file), keyed by
 the file's path, size and modification time, so a file that changes is indexed anew.
@@ -34,6 +35,11 @@ from shardstream.oplog.entry_size_limit import MAX_OPLOG_ENTRY_SIZE
 from shardstream.oplog.file_reader import RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.raw_file_reader import framing_error, read_size
 from shardstream.oplog.ts_order import OUT_OF_CLOCK_BITS, clock_limit_error
+
+try:
+    from shardstream.oplog._framing import skip as _skip
+except ImportError:  # installed without a C compiler: every entry is framed in Python
+    _skip = None  # type: ignore[assignment]
 
 STRIDE: Final = 32
 SAMPLE_BYTES: Final = 1 << 20
@@ -117,6 +123,20 @@ def _build(path: str) -> TsIndex:
                 position = 0
                 last_at = -1
                 while defect is None and position + 4 <= len(data):
+                    if _skip is not None and ordinals:
+                        # Pass, in C, the entries up to the next sample (by count or bytes).
+                        position, passed, skipped_to = _skip(
+                            data,
+                            position,
+                            ordinals[-1] + STRIDE - count,
+                            offsets[-1] + SAMPLE_BYTES - base,
+                            MAX_OPLOG_ENTRY_SIZE,
+                        )
+                        if passed:
+                            count += passed
+                            last_at = skipped_to
+                        if position + 4 > len(data):
+                            break
                     size = unpack_from(data, position)[0]
                     if size < 5 or size > MAX_OPLOG_ENTRY_SIZE:
                         defect = framing_error(data[position:], path, base + position)

@@ -1,0 +1,3 @@
+def skip(
+    data: bytes, position: int, entries: int, before: int, largest: int, /
+) -> tuple[int, int, int]: ...
