@@ -105,6 +105,10 @@ def test_oplog_files_join_as_one_option() -> None:
             "expected neither --snapshot nor --mirror-workers with --mirror-layout bucketed",
         ),
         (
+            ["--simulate", "--mirror-layout", "bucketed", "--mirror-workers", "2"],
+            "expected neither --snapshot nor --mirror-workers with --mirror-layout bucketed",
+        ),
+        (
             ["--simulate", "--mirror-layout", "bucketed", "--max-columns", "3"],
             "expected --no-history and --max-columns only with --mirror-layout collections",
         ),

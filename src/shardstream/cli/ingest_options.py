@@ -75,11 +75,6 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         raise ConfigurationError(
             f"expected --mirror-buckets B with 1 <= B <= {MAX_BUCKETS}, got {args.mirror_buckets}"
         )
-    if bucketed and (args.snapshot or args.mirror_workers != DEFAULT_MIRROR_WORKERS):
-        raise ConfigurationError(
-            "expected neither --snapshot nor --mirror-workers with --mirror-layout bucketed "
-            "(Spark's tasks apply its events)"
-        )
     if args.no_mirror:
         given = [
             flag

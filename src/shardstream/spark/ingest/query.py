@@ -95,7 +95,8 @@ class IngestSettings:
             mirror (an existing table keeps its own).
 
     Raises:
-        ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start.
+        ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start;
+            ``snapshot`` or ``mirror_workers`` with the bucketed layout.
     """
 
     table: Path
@@ -117,10 +118,13 @@ class IngestSettings:
     def __post_init__(self) -> None:
         if self.snapshot and not self.mirror:
             raise ConfigurationError("expected --snapshot with a mirror, got --no-mirror")
-        if self.snapshot and self.mirror_layout is MirrorLayout.BUCKETED:
+        if self.mirror_layout is MirrorLayout.BUCKETED and (
+            self.snapshot or self.mirror_workers > 1
+        ):
             raise ConfigurationError(
-                "expected --snapshot with --mirror-layout collections or single, got bucketed "
-                "(a snapshot's documents are not yet loaded by Spark's tasks)"
+                "expected neither --snapshot nor --mirror-workers with --mirror-layout bucketed "
+                "(Spark's tasks apply its events; a snapshot's documents are not yet loaded "
+                "by them)"
             )
         if self.snapshot:
             check_snapshot_options(self.source_options)
