@@ -31,7 +31,7 @@ from benchmarks.ingest_throughput import (
     source_options,
     spark_child_json,
 )
-from benchmarks.timing import machine_line, process_tree_cpu
+from benchmarks.timing import cpu_split, machine_line, process_tree_cpu_by_kind
 from shardstream.cli.ingest import DEFAULT_MAX_BYTES_PER_BATCH
 
 CONFIGS = [
@@ -94,7 +94,7 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
         options["maxEventsPerTrigger"] = batch
     events = spark.readStream.format("shardstream").options(**options).load()
     started = time.perf_counter()
-    cpu, driver = process_tree_cpu(), time.process_time()
+    before, driver = process_tree_cpu_by_kind(), time.process_time()
     query = (
         events.writeStream.format("noop")
         .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}-{batch}"))
@@ -103,11 +103,17 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
     )
     query.awaitTermination()
     wall = time.perf_counter() - started
-    cpu, driver = process_tree_cpu() - cpu, time.process_time() - driver
+    after, driver = process_tree_cpu_by_kind(), time.process_time() - driver
     read = sum(progress["numInputRows"] for progress in query.recentProgress)
     batches = sum(1 for progress in query.recentProgress if progress["numInputRows"])
     spark.stop()
-    return {"events": read, "wall": wall, "batches": batches, "cpu": cpu, "driver": driver}
+    return {
+        "events": read,
+        "wall": wall,
+        "batches": batches,
+        "driver": driver,
+        **cpu_split(before, after),
+    }
 
 
 if __name__ == "__main__":

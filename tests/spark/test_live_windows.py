@@ -29,16 +29,25 @@ from tests.spark.test_stream_reader_live import OPLOGS, T
 START = {"startAtOperationTime": "1700000000,1"}
 
 
+def _rows(
+    reader: ShardstreamStreamReader, start: dict[str, Any], end: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The rows of the batch ``(start, end)``, its tasks read one after the other."""
+    return [
+        row
+        for partition in reader.partitions(start, end)
+        for batch in reader.read(partition)
+        for row in batch.to_pylist()
+    ]
+
+
 def _drain(
     reader: ShardstreamStreamReader, start: dict[str, Any], limit: ReadLimit
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
     """Every batch's rows and end offset until the reader has nothing more."""
     batches, ends = [], []
     while (end := reader.latestOffset(start, limit)) != start:
-        rows = [
-            r for p in reader.partitions(start, end) for b in reader.read(p) for r in b.to_pylist()
-        ]
-        batches.append(rows)
+        batches.append(_rows(reader, start, end))
         ends.append(end)
         start = end
     return batches, ends
@@ -143,12 +152,7 @@ def test_a_streaming_query_waits_on_a_quiet_cluster_then_moves_its_watermark() -
         try:
             start = reader.initialOffset()
             end = reader.latestOffset(start, ReadMaxRows(1000))
-            rows = [
-                r
-                for p in reader.partitions(start, end)
-                for b in reader.read(p)
-                for r in b.to_pylist()
-            ]
+            rows = _rows(reader, start, end)
             assert len(rows) == 6
             # Nothing but the shards' positions moves: no batch for less than a minute...
             later = Timestamp(T[20].time + 30, 1)
@@ -163,12 +167,7 @@ def test_a_streaming_query_waits_on_a_quiet_cluster_then_moves_its_watermark() -
                 shard.set_majority(quiet)
             moved = reader.latestOffset(end, ReadMaxRows(1000))
             assert decode_token(token_of_text(moved["watermark"])).cluster_time > quiet
-            assert [
-                r
-                for p in reader.partitions(end, moved)
-                for b in reader.read(p)
-                for r in b.to_pylist()
-            ] == []
+            assert _rows(reader, end, moved) == []
         finally:
             reader.stop()
 
@@ -199,12 +198,7 @@ def test_a_shard_added_while_streaming_hands_the_batch_to_the_merge() -> None:
                     time.sleep(0.05)  # the merge's tailers deliver in the background
                     continue
                 assert not end.get("window")  # the shards are not the offset's any more
-                rows += [
-                    r
-                    for p in reader.partitions(begin, end)
-                    for b in reader.read(p)
-                    for r in b.to_pylist()
-                ]
+                rows += _rows(reader, begin, end)
                 begin = end
         finally:
             reader.stop()
