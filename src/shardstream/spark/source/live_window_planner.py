@@ -207,12 +207,20 @@ class LiveWindowPlanner:
         keep = share.keep(int(counted[0]["n"]), int(counted[0]["bytes"]))
         if keep is None:
             return None
-        past = self._aggregate(name, uri, [{"$match": window}, {"$skip": keep}, {"$limit": 1}])
+        past = self._aggregate(
+            name,
+            uri,
+            # Only the ts comes back: the entry past the share may be megabytes.
+            [{"$match": window}, {"$skip": keep}, {"$limit": 1}, {"$project": {"_id": 0, "ts": 1}}],
+        )
         return ts_key(past[0]["ts"]) if past else None
 
     def _has_events(self, name: str, uri: str, begin: int, end: int) -> bool:
         match = {"ts": {"$gte": _timestamp(begin), "$lt": _timestamp(end)}, **_NOT_IDLE}
-        return bool(self._aggregate(name, uri, [{"$match": match}, {"$limit": 1}]))
+        found = self._aggregate(
+            name, uri, [{"$match": match}, {"$limit": 1}, {"$project": {"_id": 0, "ts": 1}}]
+        )
+        return bool(found)
 
 
 class _Share:
