@@ -3,12 +3,13 @@ scales from one task slot to two.
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.ingest_scaling [PER_SHARD] [BATCH] [SINK,...] [SOURCE,...]
+    .venv/bin/python -m benchmarks.ingest_scaling [PER_SHARD] [BATCH] [SINKS] [SOURCES] [REPEAT]
 
 The benchmark corpus (4 BSON files, ObjectId keys) at PER_SHARD and 2 x PER_SHARD entries
 per shard (25,000 by default), perShard, ``maxEventsPerTrigger`` BATCH (50,000: several
 batches per run, so that the marginal rate holds per-batch costs too), each run a fresh
-process, on local[1] and local[2], into each SINK (default all), from each SOURCE:
+process (REPEAT runs of each, default 1, the one of median wall time reported), on
+local[1] and local[2], into each SINK (default all), from each SOURCE (default files):
 
 - ``files``: the BSON files (batches are windows planned from their ``ts`` indexes);
 - ``live``: the same entries served by an emulated cluster in a process of its own
@@ -146,7 +147,15 @@ def _planning_cpu(work: Path, batch: int, *, windows: bool) -> float:
     return cpu
 
 
-def _sink_table(source: str, works: list[Path], sinks: list[str], batch: str) -> dict[Any, float]:
+def _median_run(work: Path, master: str, sink: str, batch: str, repeat: int) -> dict[str, Any]:
+    """The run of median wall time among ``repeat`` runs (each a fresh process)."""
+    runs = sorted((_run(work, master, sink, batch) for _ in range(repeat)), key=lambda r: r["wall"])
+    return runs[len(runs) // 2]
+
+
+def _sink_table(
+    source: str, works: list[Path], sinks: list[str], batch: str, repeat: int
+) -> dict[Any, float]:
     events = [count_events(work) for work in works]
     added = events[1] - events[0]
     print(f"\nsource: {source}")
@@ -159,7 +168,7 @@ def _sink_table(source: str, works: list[Path], sinks: list[str], batch: str) ->
     rates: dict[tuple[str, str], float] = {}
     for master in MASTERS:
         for sink in sinks:
-            runs = [_run(work, master, sink, batch) for work in works]
+            runs = [_median_run(work, master, sink, batch, repeat) for work in works]
             if [run["events"] for run in runs] != events:
                 raise SystemExit(f"expected {events} events, got {[r['events'] for r in runs]}")
             rate = rates[(master, sink)] = added / (runs[1]["wall"] - runs[0]["wall"])
@@ -201,6 +210,7 @@ def main(argv: list[str]) -> None:
     batch = argv[1] if len(argv) > 1 else "50000"
     sinks = argv[2].split(",") if len(argv) > 2 else list(SINKS)
     sources = argv[3].split(",") if len(argv) > 3 else ["files"]
+    repeat = int(argv[4]) if len(argv) > 4 else 1
     if "noop" not in sinks or not set(sinks) <= set(SINKS):
         raise SystemExit(f"expected sinks among {SINKS}, noop included, got {sinks}")
     if not set(sources) <= set(SOURCES):
@@ -208,13 +218,14 @@ def main(argv: list[str]) -> None:
     print(machine_line())
     print(
         f"benchmark corpus: {SHARDS} shards x {per_shard:,} and x {2 * per_shard:,} entries, "
-        f"perShard, maxEventsPerTrigger {batch}"
+        f"perShard, maxEventsPerTrigger {batch}; each figure from the run of median wall "
+        f"time of {repeat}"
     )
     for source in sources:
         works = corpus_pair(per_shard, f"scaling-{source}")
         clusters = _serve(works) if source == "live" else []
         try:
-            _sink_table(source, works, sinks, batch)
+            _sink_table(source, works, sinks, batch, repeat)
         finally:
             for cluster in clusters:
                 cluster.close()
