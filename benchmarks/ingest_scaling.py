@@ -26,7 +26,7 @@ Sinks:
   writes both tables: the design the executors' writers replace).
 
 Marginal rates (the events the larger corpus adds over the time it adds), and the CPU per
-event, marginal too, of every process of a run (``timing.process_tree_cpu_by_kind``; a live
+event, marginal too, of every process of a run (``timing.CpuByKind``; a live
 source's emulated cluster is not among them), of the driver side (the driver's Python
 process and the Python workers Spark starts on the driver: the streaming source's planner,
 the writers' commits, the data sources' lookups; told apart from the tasks' workers by
@@ -56,7 +56,7 @@ from benchmarks.ingest_throughput import (
     source_options,
     spark_child_json,
 )
-from benchmarks.timing import cpu_split, machine_line, process_tree_cpu_by_kind
+from benchmarks.timing import CpuByKind, cpu_split, machine_line
 from shardstream.bench.emulated import CORPUS_START
 
 MASTERS = ("local[1]", "local[2]")
@@ -84,12 +84,12 @@ def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
         mirror=sink != "changelog",
         mirror_layout=MirrorLayout.SINGLE if sink == "single" else MirrorLayout.BUCKETED,
     )
-    started, before, driver = time.perf_counter(), process_tree_cpu_by_kind(), time.process_time()
-    totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
-    wall = time.perf_counter() - started
-    after, driver = process_tree_cpu_by_kind(), time.process_time() - driver
+    started, driver = time.perf_counter(), time.process_time()
+    with CpuByKind() as usage:
+        totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    wall, driver = time.perf_counter() - started, time.process_time() - driver
     spark.stop()
-    return {"events": totals.events, "wall": wall, "driver": driver, **cpu_split(before, after)}
+    return {"events": totals.events, "wall": wall, "driver": driver, **cpu_split(usage.spent())}
 
 
 def _run(work: Path, master: str, sink: str, batch: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from benchmarks.ingest_throughput import (
     source_options,
     spark_child_json,
 )
-from benchmarks.timing import cpu_split, machine_line, process_tree_cpu_by_kind
+from benchmarks.timing import CpuByKind, cpu_split, machine_line
 from shardstream.cli.ingest import DEFAULT_MAX_BYTES_PER_BATCH
 
 CONFIGS = [
@@ -94,16 +94,16 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
         options["maxEventsPerTrigger"] = batch
     events = spark.readStream.format("shardstream").options(**options).load()
     started = time.perf_counter()
-    before, driver = process_tree_cpu_by_kind(), time.process_time()
-    query = (
-        events.writeStream.format("noop")
-        .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}-{batch}"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    wall = time.perf_counter() - started
-    after, driver = process_tree_cpu_by_kind(), time.process_time() - driver
+    driver = time.process_time()
+    with CpuByKind() as usage:
+        query = (
+            events.writeStream.format("noop")
+            .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}-{batch}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    wall, driver = time.perf_counter() - started, time.process_time() - driver
     read = sum(progress["numInputRows"] for progress in query.recentProgress)
     batches = sum(1 for progress in query.recentProgress if progress["numInputRows"])
     spark.stop()
@@ -112,7 +112,7 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
         "wall": wall,
         "batches": batches,
         "driver": driver,
-        **cpu_split(before, after),
+        **cpu_split(usage.spent()),
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,22 +45,20 @@ def machine_line() -> str:
 def process_tree_cpu(root: int | None = None) -> float:
     """CPU seconds (user + system) of a process and every live descendant, with what their
     reaped children used (Linux ``/proc``): a Spark run's driver, JVM and Python workers."""
-    return sum(process_tree_cpu_by_kind(root).values())
+    return sum(sum(row[2:]) for row in _tree(root).values()) / os.sysconf("SC_CLK_TCK")
 
 
 # Spark's Python workers by what they run: the tasks' (on the executors) and the rest,
 # which Spark starts on the driver (the streaming source's planner, the writers' commits,
 # the data sources' lookup and planning).
 EXECUTOR_WORKER = "pyspark.worker"
+KINDS = ("root", "jvm", "tasks", "driver workers")
 
 
-def process_tree_cpu_by_kind(root: int | None = None) -> dict[str, float]:
-    """:func:`process_tree_cpu` split by kind of process: ``root`` (the process itself),
-    ``jvm``, ``tasks`` (Python workers running Spark's tasks: ``pyspark.worker``) and
-    ``driver workers`` (every other Python process Spark starts: on the driver)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    times: dict[int, int] = {}
+def _tree(root: int | None) -> dict[int, tuple[int, int, int, int, int, int]]:
+    """Per process of the tree under ``root`` (default: this one): (start time, parent,
+    utime, stime, cutime, cstime) in clock ticks."""
+    rows: dict[int, tuple[int, int, int, int, int, int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -67,21 +66,69 @@ def process_tree_cpu_by_kind(root: int | None = None) -> dict[str, float]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # the process ended meanwhile
             continue
-        # After the name: state ppid ... utime stime cutime cstime are fields 2 and 12-15.
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = sum(int(value) for value in fields[11:15])
-    top = os.getpid() if root is None else root
-    tree = {top}
+        # After the name: state ppid ... utime stime cutime cstime starttime are fields
+        # 2, 12-15 and 20.
+        utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
+        rows[int(entry.name)] = (int(fields[19]), int(fields[1]), utime, stime, cutime, cstime)
+    tree = {os.getpid() if root is None else root}
     grew = True
     while grew:
-        found = {pid for pid, parent in parents.items() if parent in tree} - tree
+        found = {pid for pid, row in rows.items() if row[1] in tree} - tree
         grew = bool(found)
         tree |= found
-    kinds = {"root": 0.0, "jvm": 0.0, "tasks": 0.0, "driver workers": 0.0}
-    for pid in tree:
-        kind = "root" if pid == top else _kind(pid)
-        kinds[kind] += times.get(pid, 0) / tick
-    return kinds
+    return {pid: rows[pid] for pid in tree if pid in rows}
+
+
+class CpuByKind:
+    """A Spark run's CPU seconds by kind of process: ``root`` (this process), ``jvm``,
+    ``tasks`` (Python workers running Spark's tasks: ``pyspark.worker``) and ``driver
+    workers`` (every other Python process Spark starts: on the driver).
+
+    Sampled by a thread while the run goes on (every ``every`` seconds, and at both ends),
+    each process's own time only: a process that exits is reaped by its parent, whose
+    children's time would then hold its CPU under the parent's kind (and twice, with its
+    samples); sampled, it keeps its own, less its last fraction of a second (Spark reuses
+    its Python workers: few exit during a run).
+    """
+
+    def __init__(self, every: float = 0.2) -> None:
+        self._every = every
+        self._first: dict[tuple[int, int], float] = {}
+        self._last: dict[tuple[int, int], tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CpuByKind:
+        self._sample(first=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample(first=False)
+
+    def spent(self) -> dict[str, float]:
+        """CPU seconds per kind between the run's start and end."""
+        totals = dict.fromkeys(KINDS, 0.0)
+        for key, (kind, seconds) in self._last.items():
+            totals[kind] += seconds - self._first.get(key, 0.0)
+        return totals
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self._sample(first=False)
+
+    def _sample(self, *, first: bool) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        top = os.getpid()
+        for pid, (started, _, utime, stime, _, _) in _tree(None).items():
+            kind = "root" if pid == top else _kind(pid)
+            own = utime + stime
+            key = (pid, started)
+            if first:
+                self._first[key] = own / tick
+            self._last[key] = (kind, own / tick)
 
 
 def _kind(pid: int) -> str:
@@ -94,11 +141,10 @@ def _kind(pid: int) -> str:
     return "tasks" if EXECUTOR_WORKER.encode() in words else "driver workers"
 
 
-def cpu_split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """A Spark run's CPU seconds between two :func:`process_tree_cpu_by_kind` readings:
-    ``cpu`` (every process), ``driver_side`` (the driver's Python process and the Python
-    workers Spark starts on the driver) and ``tasks`` (the tasks' Python workers)."""
-    spent = {kind: after[kind] - before.get(kind, 0.0) for kind in after}
+def cpu_split(spent: dict[str, float]) -> dict[str, float]:
+    """A Spark run's CPU seconds from :meth:`CpuByKind.spent`: ``cpu`` (every process),
+    ``driver_side`` (the driver's Python process and the Python workers Spark starts on
+    the driver) and ``tasks`` (the tasks' Python workers)."""
     return {
         "cpu": sum(spent.values()),
         "driver_side": spent["root"] + spent["driver workers"],
