@@ -103,7 +103,8 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
             .start()
         )
         query.awaitTermination()
-    wall, driver = time.perf_counter() - started, time.process_time() - driver
+    wall = time.perf_counter() - started
+    driver = time.process_time() - driver - usage.sampling
     read = sum(progress["numInputRows"] for progress in query.recentProgress)
     batches = sum(1 for progress in query.recentProgress if progress["numInputRows"])
     spark.stop()
