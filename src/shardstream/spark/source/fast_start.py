@@ -7,7 +7,8 @@ time, every event above T": the shards start at T's time, which the fast path ta
 events at or below T are dropped here, which is what the shards' resumability check drops
 (byte-identical tokens of several shards included: a batch never ends inside such a group).
 
-It applies when the input is BSON oplog files (raw entries), the user's own start is not a
+It applies when the input is BSON oplog files (raw entries), or, for a task reading a live
+shard's window (:func:`window_start`), a live shard tailed raw; the user's own start is not a
 resume token (a resumed stream's tokens keep that token's version), ``after`` is no
 invalidate's token (after one the stream restarts with ``startAfter``, which only the
 reference path takes) and the options are otherwise the fast path's.
