@@ -69,10 +69,15 @@ def reference() -> list[dict[str, Any]]:
     return [row for batch in batches for row in batch]
 
 
-def _windows(cluster: EmulatedCluster, limit: ReadLimit) -> tuple[list[Any], list[Any]]:
-    reader = ShardstreamStreamReader(
+def _per_shard_reader(cluster: EmulatedCluster) -> ShardstreamStreamReader:
+    return ShardstreamStreamReader(
         parse_options({"uri": cluster.uri, "partitionMode": "perShard", **START})
     )
+
+
+def _windows(cluster: EmulatedCluster, limit: ReadLimit) -> tuple[list[Any], list[Any]]:
+    """Every batch of an ``availableNow`` per-shard read of ``cluster``, and its end."""
+    reader = _per_shard_reader(cluster)
     reader.prepareForTriggerAvailableNow()
     try:
         return _drain(reader, reader.initialOffset(), limit)
@@ -146,9 +151,7 @@ def test_a_shard_that_never_reaches_the_pinned_time_fails_the_run(
 def test_a_streaming_query_waits_on_a_quiet_cluster_then_moves_its_watermark() -> None:
     with EmulatedCluster(shards=2) as cluster:
         load_committed(cluster, OPLOGS)
-        reader = ShardstreamStreamReader(
-            parse_options({"uri": cluster.uri, "partitionMode": "perShard", **START})
-        )
+        reader = _per_shard_reader(cluster)
         try:
             start = reader.initialOffset()
             end = reader.latestOffset(start, ReadMaxRows(1000))
@@ -175,9 +178,7 @@ def test_a_streaming_query_waits_on_a_quiet_cluster_then_moves_its_watermark() -
 def test_a_shard_added_while_streaming_hands_the_batch_to_the_merge() -> None:
     with EmulatedCluster(shards=2) as cluster:
         load_committed(cluster, OPLOGS)
-        reader = ShardstreamStreamReader(
-            parse_options({"uri": cluster.uri, "partitionMode": "perShard", **START})
-        )
+        reader = _per_shard_reader(cluster)
         try:
             start = reader.initialOffset()
             first = reader.latestOffset(start, ReadMaxRows(2))
