@@ -122,14 +122,22 @@ class LiveWindowPlanner:
             time.sleep(_POLL_S)
         if end <= begin:
             return start
-        if advance_idle_after is not None and (end >> 32) - (begin >> 32) < advance_idle_after:
-            busy = self._each(shards, lambda name, uri: self._has_events(name, uri, begin, end))
-            if not any(busy.values()):
-                return start
-        if max_events is not None or max_bytes is not None:
+        limited = max_events is not None or max_bytes is not None
+        short = advance_idle_after is not None and (end >> 32) - (begin >> 32) < advance_idle_after
+        if limited or short:
+            # One count per shard answers both: is the window quiet, and where is it cut.
             share = _Share(len(shards), max_events, max_bytes)
-            cuts = self._each(shards, lambda name, uri: self._cut(name, uri, begin, end, share))
-            end = min([end, *(cut for cut in cuts.values() if cut is not None)])
+            probe = share.entries + 1 if limited else 1
+            counts = self._each(shards, lambda name, uri: self._count(name, uri, begin, end, probe))
+            quiet = not any(n for n, _ in counts.values())
+            if short and quiet:
+                return start
+            if limited and not quiet:
+                keeps = {name: share.keep(*counts[name]) for name in shards}
+                cuts = self._each(
+                    shards, lambda name, uri: self._cut(name, uri, begin, end, keeps[name])
+                )
+                end = min([end, *(cut for cut in cuts.values() if cut is not None)])
         version = self._spec.stream.default_token_version
         mark = high_water_mark(_timestamp(end), version)
         return StreamOffset(token_text(encode_token(mark)), start.shards, window=True)
@@ -183,16 +191,15 @@ class LiveWindowPlanner:
                 f"{self._spec.display}: cannot size shard {name!r}'s oplog: {redact_text(str(exc))}"
             ) from None
 
-    def _cut(self, name: str, uri: str, begin: int, end: int, share: _Share) -> int | None:
-        """The time before which ``name`` holds its share of the window (None: it holds
-        less than that up to ``end``)."""
-        window = {"ts": {"$gte": _timestamp(begin), "$lt": _timestamp(end)}, **_NOT_IDLE}
+    def _count(self, name: str, uri: str, begin: int, end: int, limit: int) -> tuple[int, int]:
+        """How many of ``name``'s entries that make events lie in the window (``limit`` at
+        most), and their bytes: counted by the shard, one document back."""
         counted = self._aggregate(
             name,
             uri,
             [
-                {"$match": window},
-                {"$limit": share.entries + 1},
+                {"$match": _window(begin, end)},
+                {"$limit": limit},
                 {
                     "$group": {
                         "_id": None,
@@ -202,25 +209,30 @@ class LiveWindowPlanner:
                 },
             ],
         )
-        if not counted:
-            return None
-        keep = share.keep(int(counted[0]["n"]), int(counted[0]["bytes"]))
+        return (int(counted[0]["n"]), int(counted[0]["bytes"])) if counted else (0, 0)
+
+    def _cut(self, name: str, uri: str, begin: int, end: int, keep: int | None) -> int | None:
+        """The time before which ``name`` holds its first ``keep`` such entries (None: it
+        keeps all it has up to ``end``)."""
         if keep is None:
             return None
         past = self._aggregate(
             name,
             uri,
             # Only the ts comes back: the entry past the share may be megabytes.
-            [{"$match": window}, {"$skip": keep}, {"$limit": 1}, {"$project": {"_id": 0, "ts": 1}}],
+            [
+                {"$match": _window(begin, end)},
+                {"$skip": keep},
+                {"$limit": 1},
+                {"$project": {"_id": 0, "ts": 1}},
+            ],
         )
         return ts_key(past[0]["ts"]) if past else None
 
-    def _has_events(self, name: str, uri: str, begin: int, end: int) -> bool:
-        match = {"ts": {"$gte": _timestamp(begin), "$lt": _timestamp(end)}, **_NOT_IDLE}
-        found = self._aggregate(
-            name, uri, [{"$match": match}, {"$limit": 1}, {"$project": {"_id": 0, "ts": 1}}]
-        )
-        return bool(found)
+
+def _window(begin: int, end: int) -> dict[str, Any]:
+    """The entries of ``[begin, end)`` that make events."""
+    return {"ts": {"$gte": _timestamp(begin), "$lt": _timestamp(end)}, **_NOT_IDLE}
 
 
 class _Share:
