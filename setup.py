@@ -20,10 +20,15 @@ setup(
             "shardstream.transform.raw._ejson",
             [
                 "src/shardstream/transform/raw/_ejson.c",
+                "src/shardstream/transform/raw/_event_walk.c",
                 "src/shardstream/transform/raw/_event_fields.c",
+                "src/shardstream/transform/raw/_event_columns.c",
                 "src/shardstream/transform/raw/_bson_check.c",
             ],
-            depends=["src/shardstream/transform/raw/_ejson.h"],
+            depends=[
+                "src/shardstream/transform/raw/_ejson.h",
+                "src/shardstream/transform/raw/_event_walk.h",
+            ],
             optional=True,
         ),
         Extension(

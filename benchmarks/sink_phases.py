@@ -37,7 +37,7 @@ from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.sink import LakehouseSink
 from shardstream.spark.delta.typed.batch import write_collections
 from shardstream.spark.ingest import MirrorLayout
-from shardstream.spark.source.rows import events_to_batch
+from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.transform import ChangeStreamOptions
 from shardstream.transform.raw.encoded_stream import quiet_collector
 

@@ -23,7 +23,7 @@ from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.mirror.prepare import MERGE_KEY_ORDER
 from shardstream.spark.delta.mirror.table import DeltaMirror
-from shardstream.spark.source.rows import events_to_batch
+from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.raw.event_writer import encode_event_document

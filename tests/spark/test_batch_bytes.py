@@ -21,9 +21,9 @@ from shardstream.oplog import ts_index
 from shardstream.oplog.ts_index import STRIDE
 from shardstream.spark.source import partitions
 from shardstream.spark.source.data_source import ShardstreamStreamReader, batch_limits
+from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
 from shardstream.spark.source.options import parse_options
-from shardstream.spark.source.rows import events_to_batch
 from tests.spark.lakehouse_checks import merged_file_events
 from tests.spark.test_stream_reader import _drain
 

@@ -14,12 +14,12 @@ from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token import ResumeToken
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
+from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.spark.source.rows import (
     EVENT_SCHEMA,
     PUBLIC_COLUMNS,
     SPARK_DDL,
     event_to_row,
-    events_to_batch,
 )
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from shardstream.merger.raw.encoded_event import EncodedEvent
+from shardstream.spark.source.event_batches import EventBatcher
 from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import PartitionMode, SourceSpec
 from shardstream.spark.source.range_reader import (
@@ -22,7 +22,6 @@ from shardstream.spark.source.range_reader import (
     read_shard_range,
     read_shard_window,
 )
-from shardstream.spark.source.rows import event_values, rows_to_batch
 from shardstream.transform import ChangeEvent
 
 ROWS_PER_ARROW_BATCH: Final = 10_000
@@ -107,19 +106,11 @@ def read_partition(spec: SourceSpec, partition: InputPartition) -> Iterator[pa.R
 def arrow_batches(events: Iterable[ChangeEvent], *, relaxed: bool) -> Iterator[pa.RecordBatch]:
     """``events`` as record batches of at most :data:`ROWS_PER_ARROW_BATCH` rows and about
     :data:`BYTES_PER_ARROW_BATCH` bytes of events."""
-    rows: list[tuple[Any, ...]] = []
-    size = 0
+    batcher = EventBatcher(relaxed=relaxed)
     for event in events:
-        values = event_values(event, relaxed=relaxed)
-        rows.append(values)
-        # A fast-path event's BSON size is at hand (its text is about as long); the
-        # reference path's rows are measured by their values.
-        if isinstance(event, EncodedEvent):
-            size += len(event.raw)
-        else:
-            size += sum(len(value) for value in values if isinstance(value, str | bytes))
-        if len(rows) >= ROWS_PER_ARROW_BATCH or size >= BYTES_PER_ARROW_BATCH:
-            yield rows_to_batch(rows)
-            rows, size = [], 0
-    if rows:
-        yield rows_to_batch(rows)
+        # A fast-path event's BSON size (its text is about as long), or a dict event's row text.
+        size = batcher.add(event)
+        if len(batcher) >= ROWS_PER_ARROW_BATCH or size >= BYTES_PER_ARROW_BATCH:
+            yield batcher.flush()
+    if len(batcher):
+        yield batcher.flush()

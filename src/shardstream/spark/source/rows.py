@@ -17,7 +17,7 @@ pyarrow only (no pyspark): the rows are built on executors and in unit tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
@@ -145,15 +145,6 @@ def event_to_row(event: ChangeEvent, *, relaxed: bool = False) -> dict[str, Any]
     wall_ms = values[_AT["wallTime"]]
     row["wallTime"] = None if wall_ms is None else millis_to_date(wall_ms)
     return {field.name: row[field.name] for field in EVENT_SCHEMA}
-
-
-def events_to_batch(events: Iterable[ChangeEvent], *, relaxed: bool = False) -> pa.RecordBatch:
-    """Events as one Arrow record batch of :data:`EVENT_SCHEMA`.
-
-    A tuple per event, transposed into columns, each converted by one ``pa.array``:
-    several times faster than ``RecordBatch.from_pylist`` over row dicts.
-    """
-    return rows_to_batch([event_values(event, relaxed=relaxed) for event in events])
 
 
 def rows_to_batch(rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:

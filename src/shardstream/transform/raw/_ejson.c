@@ -13,29 +13,6 @@
  * refuses them with an OplogError. */
 #define MAX_DEPTH 201
 
-static int grow(Out *o, Py_ssize_t need) {
-    if (o->len + need <= o->cap) return 0;
-    Py_ssize_t cap = o->cap ? o->cap : 1024;
-    while (cap < o->len + need) cap *= 2;
-    char *b = PyMem_Realloc(o->buf, cap);
-    if (b == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o->buf = b;
-    o->cap = cap;
-    return 0;
-}
-
-static int put(Out *o, const char *s, Py_ssize_t n) {
-    if (grow(o, n)) return -1;
-    memcpy(o->buf + o->len, s, n);
-    o->len += n;
-    return 0;
-}
-
-#define PUT(o, lit) put((o), (lit), (Py_ssize_t)(sizeof(lit) - 1))
-
 /* One code point as json.dumps(ensure_ascii=True) escapes it. */
 static int put_char(Out *o, Py_UCS4 c) {
     char esc[12];
@@ -189,6 +166,27 @@ static int put_oid(Out *o, const unsigned char *p) {
 }
 
 
+/* An integer in decimal, as Python writes it; inside wrapper (canonical: `{"$numberInt": "`
+ * and the closing `"}`) unless wrapper is NULL. (snprintf took a tenth of a row's time.) */
+static int put_integer(Out *o, int64_t v, const char *wrapper) {
+    char text[48], digits[20];
+    int n = 0, d = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    if (wrapper != NULL) {
+        size_t w = strlen(wrapper);
+        memcpy(text, wrapper, w);
+        n = (int)w;
+    }
+    if (v < 0) text[n++] = '-';
+    do {
+        digits[d++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (d) text[n++] = digits[--d];
+    if (wrapper != NULL) text[n++] = '"', text[n++] = '}';
+    return put(o, text, n);
+}
+
 /* One value of BSON type kind at pos; *next is set past it. */
 static int put_value(Out *o, const unsigned char *raw, Py_ssize_t len, int kind, Py_ssize_t pos,
                      Py_ssize_t end, int relaxed, int depth, Py_ssize_t *next) {
@@ -200,10 +198,8 @@ static int put_value(Out *o, const unsigned char *raw, Py_ssize_t len, int kind,
             return put_bson_string(o, raw, pos, end, next);
         case 0x10: /* int32 */
             if (pos + 4 > end) return FALLBACK;
-            n = relaxed ? snprintf(text, sizeof text, "%d", (int)i32(raw + pos))
-                        : snprintf(text, sizeof text, "{\"$numberInt\": \"%d\"}", (int)i32(raw + pos));
             *next = pos + 4;
-            return put(o, text, n);
+            return put_integer(o, i32(raw + pos), relaxed ? NULL : "{\"$numberInt\": \"");
         case 0x03:
         case 0x04:
             return put_document(o, raw, len, pos, relaxed, kind == 0x04, 0, depth + 1, next);
@@ -230,11 +226,8 @@ static int put_value(Out *o, const unsigned char *raw, Py_ssize_t len, int kind,
             return raw[pos] ? PUT(o, "true") : PUT(o, "false");
         case 0x12: /* int64 */
             if (pos + 8 > end) return FALLBACK;
-            n = relaxed ? snprintf(text, sizeof text, "%lld", (long long)(int64_t)u64(raw + pos))
-                        : snprintf(text, sizeof text, "{\"$numberLong\": \"%lld\"}",
-                                   (long long)(int64_t)u64(raw + pos));
             *next = pos + 8;
-            return put(o, text, n);
+            return put_integer(o, (int64_t)u64(raw + pos), relaxed ? NULL : "{\"$numberLong\": \"");
         case 0x0A: /* null */
         case 0x06: /* undefined: pymongo decodes it to None */
             *next = pos;
@@ -381,6 +374,8 @@ static PyMethodDef methods[] = {
      "dumps(raw, relaxed, /): Extended JSON of one BSON document, or None (the walker's case)."},
     {"event_fields", event_fields, METH_VARARGS,
      "event_fields(raw, relaxed, /): a change event's row fields, or None (the Python reader's case)."},
+    {"event_columns", event_columns, METH_VARARGS,
+     "event_columns(raws, relaxed, /): (Arrow buffers of the events' row fields, rows left to Python)."},
     {"valid_entry", (PyCFunction)(void (*)(void))valid_entry, METH_FASTCALL,
      "valid_entry(raw, max_nesting=200, /): whether the fast path may copy this BSON as it is "
      "(else: not sure)."},

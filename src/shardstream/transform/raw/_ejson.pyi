@@ -8,5 +8,11 @@ def event_fields(
     raw: bytes | bytearray | memoryview, relaxed: bool, /
 ) -> tuple[Any, ...] | None: ...
 
+# Many events' row fields as Arrow buffers (see _event_columns.c): (per column (validity,
+# offsets, data) or (validity, data), the rows left to the caller, null in every column).
+def event_columns(
+    raws: list[bytes | None], relaxed: bool, /
+) -> tuple[tuple[tuple[bytes | None, ...], ...], list[int]]: ...
+
 # Whether an oplog entry's bytes may be copied as they are (see _bson_check.c, bson_check.py).
 def valid_entry(raw: bytes | bytearray | memoryview, max_nesting: int = 200, /) -> bool: ...
