@@ -25,6 +25,7 @@ from typing import Final
 from shardstream.errors import MergeError, OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.handle_topology_change import is_internal
+from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from shardstream.resume_token import decode_token, encode_token
@@ -229,6 +230,10 @@ def router_filter(spec: SourceSpec, options: ChangeStreamOptions) -> Callable[[C
     classic_only = not options.show_expanded_events
 
     def keep(event: ChangeEvent) -> bool:
+        if predicate is None and type(event) is EncodedEvent:
+            # The fast path writes CRUD events only: classic, never internal (and reading
+            # each one's operationType back out of its bytes costs a task ~1 us per event).
+            return True
         if is_internal(event):  # only a config.shards monitor makes these; no shard does
             raise MergeError(f"unexpected internal event in a shard's stream: {event.document!r}")
         if classic_only and event.operation_type not in f.CLASSIC_OPERATION_TYPES:
