@@ -114,7 +114,8 @@ static int add_row(Column *cols, Py_ssize_t row, const unsigned char *raw, Py_ss
     if ((rc = add_text(&cols[C_OPERATION_TYPE], row, raw, w.f[OPERATION_TYPE]))) return rc;
     if ((rc = add_int(&cols[C_TIME], row, 1, w.time))) return rc;
     if ((rc = add_int(&cols[C_INC], row, 1, w.inc))) return rc;
-    if ((rc = add_int(&cols[C_WALL], row, w.has_wall, w.wall_ms * 1000))) return rc;
+    int64_t wall_us = w.has_wall ? w.wall_ms * 1000 : 0; /* in range: no overflow */
+    if ((rc = add_int(&cols[C_WALL], row, w.has_wall, wall_us))) return rc;
     if ((rc = add_text(&cols[C_DB], row, raw, w.ns[0]))) return rc;
     if ((rc = add_text(&cols[C_COLL], row, raw, w.ns[1]))) return rc;
     Column *uuid = &cols[C_UUID];

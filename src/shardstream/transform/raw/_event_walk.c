@@ -65,7 +65,8 @@ int find_fields(const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
         if (after < 0) return FALLBACK;
         for (int i = 0; i < count; i++) {
             /* the first byte first: most names differ there, and strcmp costs a call */
-            if (name[0] == (unsigned char)names[i][0] && strcmp((const char *)name, names[i]) == 0) {
+            if (name[0] == (unsigned char)names[i][0] &&
+                strcmp((const char *)name, names[i]) == 0) {
                 spans[i] = (Span){kind, value, after};
                 break;
             }
