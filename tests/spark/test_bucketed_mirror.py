@@ -129,7 +129,7 @@ def test_a_batch_touching_one_document_rewrites_only_its_bucket(tmp_path: Path) 
     assert len(before - after) == len(after - before) == 1
     bucket = zlib.crc32(document_id(inserts[5]["documentKey"]).encode()) % 8
     assert f"/{BUCKET_COLUMN}={bucket}/" in next(iter(after - before))
-    written = committed_write(path, "app", 1)
+    written = committed_write(open_table(path), "app", 1)
     assert written is not None
     assert (written.events, written.rows_read, written.rows_written) == (1, 1, 1)
 

@@ -16,13 +16,14 @@ from pyspark.errors import StreamingQueryException
 
 from shardstream.cli.ingest_options import source_options
 from shardstream.cli.main import _build_parser
+from shardstream.spark.delta import commits
 from shardstream.spark.delta.changelog.table import CHANGELOG_SCHEMA, CHANGELOG_TABLE
 from shardstream.spark.delta.changelog.task_files import (
     commit_changelog_files,
     create_changelog,
     write_changelog_file,
 )
-from shardstream.spark.delta.commits import table_rows
+from shardstream.spark.delta.commits import open_table, table_rows
 from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
@@ -69,13 +70,23 @@ def _parquet_files(root: Path) -> set[str]:
 @pytest.mark.spark
 @pytest.mark.parametrize(("source", "mode"), [("simulate", "merged"), ("files", "perShard")])
 def test_the_tasks_write_the_reference_change_log_one_commit_per_batch(
-    spark: Any, tmp_path: Path, source: str, mode: str
+    spark: Any, tmp_path: Path, source: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     given, _, events = simulated_input(source, tmp_path, **SIMULATION)
     options = {**given, "partitionMode": mode, "maxEventsPerTrigger": "120"}
     root = tmp_path / "lake"
     settings = IngestSettings(table=root, source_options=options, bounded=True, mirror=False)
+    opened: list[Path] = []
+
+    def counted(path: str | Path) -> DeltaTable | None:
+        opened.append(Path(path))
+        return open_table(path)
+
+    monkeypatch.setattr(commits, "open_table", counted)
     totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    # The driver opens the change log once it exists (a first batch looks, finds none, and
+    # opens it after its commit); later batches only read the commits new since.
+    assert 1 <= opened.count(root / CHANGELOG_TABLE) <= 2
     assert totals.events == totals.changelog_rows == len(events)
     assert totals.watermark == events[-1].token.data
     assert _stored_rows(root) == _reference_rows(events)

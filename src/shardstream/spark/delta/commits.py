@@ -89,6 +89,29 @@ def open_table(path: str | Path) -> DeltaTable | None:
     return DeltaTable(str(path))
 
 
+class OpenTables:
+    """The driver's tables, each opened once and brought up to date before each use.
+
+    Opening a table replays its log since the last checkpoint (~25 ms at 60 commits); a
+    table already open reads only the commits since (~3 ms). A table not created yet is
+    looked for again at each use.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._open: dict[str, DeltaTable] = {}
+
+    def __getitem__(self, name: str) -> DeltaTable | None:
+        table = self._open.get(name)
+        if table is not None:
+            table.update_incremental()
+            return table
+        table = open_table(self._root / name)
+        if table is not None:
+            self._open[name] = table
+        return table
+
+
 def already_committed(table: DeltaTable | None, commit: BatchCommit, name: str) -> bool:
     """Whether ``table`` already holds this batch (a replay after a crash)."""
     if table is None:
@@ -97,10 +120,9 @@ def already_committed(table: DeltaTable | None, commit: BatchCommit, name: str) 
     return version is not None and version >= commit.batch_id
 
 
-def batch_metadata(path: Path, app_id: str, batch_id: int) -> dict[str, Any] | None:
-    """The metadata of the batch's commit to the table at ``path`` when it is the table's
-    newest (None: no table, or the batch committed nothing there)."""
-    table = open_table(path)
+def batch_metadata(table: DeltaTable | None, app_id: str, batch_id: int) -> dict[str, Any] | None:
+    """The metadata of the batch's commit to ``table`` when it is the table's newest (None:
+    no table, or the batch committed nothing there)."""
     if table is None:
         return None
     newest: dict[str, Any] = table.history(1)[0]

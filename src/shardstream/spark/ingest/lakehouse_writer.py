@@ -34,6 +34,7 @@ from shardstream.spark.delta.changelog.task_files import (
 )
 from shardstream.spark.delta.commits import (
     BatchCommit,
+    OpenTables,
     already_committed,
     committed_watermark,
     open_table,
@@ -218,13 +219,14 @@ class TaskWrittenBatches:
         self._buckets = buckets
         self._strict = strict
         self._crash = crash_at_for_test
+        self._tables = OpenTables(root)
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         app_id = self._app_id()
         replay = BatchCommit(app_id=app_id, batch_id=batch_id, watermark="")
-        changelog = open_table(self.root / CHANGELOG_TABLE)
+        changelog = self._tables[CHANGELOG_TABLE]
         log = not already_committed(changelog, replay, CHANGELOG_TABLE)
-        mirror = open_table(self.root / MIRROR_TABLE) if self._buckets is not None else None
+        mirror = self._tables[MIRROR_TABLE] if self._buckets is not None else None
         apply = mirror is not None and not already_committed(mirror, replay, MIRROR_TABLE)
         if log or apply:
             options = {
@@ -249,10 +251,11 @@ class TaskWrittenBatches:
         self._report(app_id, batch_id)
 
     def _report(self, app_id: str, batch_id: int) -> None:
-        events, rows, watermark = committed_counts(self.root, app_id, batch_id) or (0, None, None)
+        changelog = self._tables[CHANGELOG_TABLE]  # with the batch's commits read in
+        events, rows, watermark = committed_counts(changelog, app_id, batch_id) or (0, None, None)
         mirrored = None
         if self._buckets is not None:
-            mirrored = committed_write(self.root / MIRROR_TABLE, app_id, batch_id)
+            mirrored = committed_write(self._tables[MIRROR_TABLE], app_id, batch_id)
             if mirrored is not None and not events:  # the change log had it: a replay
                 events = mirrored.events
         if self._crash == ("driver", batch_id):

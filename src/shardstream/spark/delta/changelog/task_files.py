@@ -132,10 +132,12 @@ def commit_changelog_files(
     return True
 
 
-def committed_counts(root: str | Path, app_id: str, batch_id: int) -> tuple[int, int, str] | None:
-    """(events, rows, watermark) of the batch's commit when it is the table's newest (None:
-    it is not: the batch committed nothing)."""
-    newest = batch_metadata(Path(root) / CHANGELOG_TABLE, app_id, batch_id)
+def committed_counts(
+    table: DeltaTable | None, app_id: str, batch_id: int
+) -> tuple[int, int, str] | None:
+    """(events, rows, watermark) of the batch's commit when it is the change log's newest
+    (None: it is not: the batch committed nothing)."""
+    newest = batch_metadata(table, app_id, batch_id)
     if newest is None:
         return None
     return int(newest[EVENTS_KEY]), int(newest[ROWS_KEY]), str(newest[WATERMARK_KEY])

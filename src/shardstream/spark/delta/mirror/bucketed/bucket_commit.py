@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
 from shardstream.errors import SinkError
@@ -84,9 +85,9 @@ def commit_buckets(
     return True
 
 
-def committed_write(path: Path, app_id: str, batch_id: int) -> MirrorWrite | None:
+def committed_write(table: DeltaTable | None, app_id: str, batch_id: int) -> MirrorWrite | None:
     """What the batch's commit recorded when it is the table's newest (None: it is not)."""
-    newest = batch_metadata(path, app_id, batch_id)
+    newest = batch_metadata(table, app_id, batch_id)
     if newest is None:
         return None
     counts = {name: int(newest.get(key, 0)) for name, key in _COUNT_KEYS.items()}
