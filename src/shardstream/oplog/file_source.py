@@ -8,7 +8,8 @@ start need.  A source opened ``near`` a time starts reading at the file's ``ts``
 entry just before it, instead of the first entry.
 
 With ``raw_entries`` (BSON files only) the entries are ``RawBSONDocument`` s of the file's
-bytes, which the merge reads through the fast path; as for a live raw tailer, the fast
+bytes (:class:`~shardstream.oplog.raw_entries.RawEntries`: made when read; the fast path
+takes the bytes), which the merge reads through the fast path; as for a live raw tailer, the fast
 pipeline checks every entry's ``ts`` order from the bytes, and this source reads only each
 batch's last one (its promise).
 """
@@ -16,7 +17,7 @@ batch's last one (its promise).
 from __future__ import annotations
 
 import struct
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -29,6 +30,7 @@ from shardstream.oplog.file_reader import (
     RAW_OPLOG_CODEC_OPTIONS as _RAW_OPTIONS,
 )
 from shardstream.oplog.file_reader import InputFormat, read_oplog_file
+from shardstream.oplog.raw_entries import RawEntries
 from shardstream.oplog.raw_file_reader import read_raw_oplog_file
 from shardstream.oplog.source import OplogBatch
 from shardstream.oplog.ts_index import ts_index
@@ -70,6 +72,7 @@ class FileOplogSource:
         self._offset = self._offset_before(near) if near else 0
         self.raw_entries = raw_entries
         self._entries: Iterator[Mapping[str, Any]] | None = None
+        self._raw: Generator[bytes, None, None] | None = None  # raw_entries: the file's bytes
         self._last_ts: Timestamp | None = None
         self._done = False
         self._failed: OplogError | None = None  # raised at the next read (see _fail_after)
@@ -109,11 +112,11 @@ class FileOplogSource:
         return OplogBatch(batch, self._last_ts, exhausted=True)
 
     def _next_raw_batch(self, max_entries: int) -> OplogBatch:
-        if self._entries is None:
-            self._entries = _raw_entries(self._path, self._offset)
-        batch: list[Mapping[str, Any]] = []
+        if self._raw is None:
+            self._raw = _raw_entries(self._path, self._offset)
+        batch: list[bytes] = []
         try:
-            for entry in self._entries:
+            for entry in self._raw:
                 batch.append(entry)
                 if len(batch) >= max_entries:
                     break
@@ -121,18 +124,17 @@ class FileOplogSource:
                 self._done = True
                 self.close()
         except OplogError as exc:
-            self._fail_after(batch, exc)
+            self._fail_after(RawEntries(batch), exc)
         if batch:
             # The promise reads this one entry only, and never goes back: the fast pipeline
             # checks every entry's ts in order, and refuses the first out of place itself.
-            last = batch[-1]
             # From its bytes: inflating the entry would raise on damage elsewhere in it.
-            ts = entry_ts(bytes(last.raw)) if isinstance(last, RawBSONDocument) else None
+            ts = entry_ts(batch[-1])
             if isinstance(ts, Timestamp) and (self._last_ts is None or ts > self._last_ts):
                 self._last_ts = ts
-        return OplogBatch(batch, self._last_ts, exhausted=self._done)
+        return OplogBatch(RawEntries(batch), self._last_ts, exhausted=self._done)
 
-    def _fail_after(self, batch: list[Mapping[str, Any]], error: OplogError) -> OplogBatch:
+    def _fail_after(self, batch: Sequence[Mapping[str, Any]], error: OplogError) -> OplogBatch:
         """The entries read before a bad one, then ``error`` at the next read.
 
         Every path meets an oplog's defects in oplog order (the first one decides), as the
@@ -160,9 +162,11 @@ class FileOplogSource:
             # would cost a whole entry's), then confirmed by decoding the one found.
             element = b"\x11ts\x00" + _TIMESTAMP_BYTES.pack(ts.inc, ts.time)
             with closing(_raw_entries(self._path, offset)) as raw:
-                for document in raw:
-                    if element in document.raw and document.get("ts") == ts:
-                        return document
+                for candidate in raw:
+                    if element in candidate:
+                        document = RawBSONDocument(candidate, _RAW_OPTIONS)
+                        if document.get("ts") == ts:
+                            return document
             return None
         with closing(read_oplog_file(self._path, self._format, offset=offset)) as entries:
             for entry in entries:
@@ -174,16 +178,22 @@ class FileOplogSource:
         """Close the file."""
         if isinstance(self._entries, Generator):
             self._entries.close()
-        self._entries = None
+        if self._raw is not None:
+            self._raw.close()
+        self._entries = self._raw = None
 
 
-def _raw_entries(path: str, offset: int = 0) -> Generator[RawBSONDocument, None, None]:
+def _raw_entries(path: str, offset: int = 0) -> Generator[bytes, None, None]:
+    """The file's entries as bytes, each a document ``RawBSONDocument`` accepts."""
     chunks = read_raw_oplog_file(path, offset=offset)
     try:
         for chunk in chunks:
             for document in chunk:
-                # A document pymongo will not frame: the file reader's error (corrupt_entry).
-                yield raw_entry(document, _RAW_OPTIONS, located(path, offset))
+                # Framed by its length prefix; RawBSONDocument also wants the final NUL.
+                # Without it, the file reader's error for the entry (corrupt_entry).
+                if document[-1]:
+                    raw_entry(document, _RAW_OPTIONS, located(path, offset))
+                yield document
                 offset += len(document)
     finally:
         close = getattr(chunks, "close", None)  # a generator: closing it closes the file

@@ -30,6 +30,7 @@ from shardstream.merger.shard_promise import PromisingReader, ShardPromise
 from shardstream.merger.shard_reader import ShardBatch
 from shardstream.oplog.corrupt_entry import entry_ts
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
+from shardstream.oplog.raw_entries import RawEntries
 from shardstream.oplog.source import OplogSource
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.raw.pipeline import FastShardPipeline, fast_path_applies, ts_key
@@ -70,19 +71,21 @@ class FastShardReader(PromisingReader):
         if batch is None:
             return None
         entries = batch.entries
+        # A raw file's batch has its bytes at hand; other sources' entries give theirs.
+        raws = entries.raws if isinstance(entries, RawEntries) else [_raw(e) for e in entries]
         floor = self._promise.source_promise
         self._promise.check_source_promise(batch.promise)
-        if entries:
+        if raws:
             # From the bytes: a damaged entry is the pipeline's to report (corrupt_entry).
-            self._promise.check_first_entry(entry_ts(_raw(entries[0])))
+            self._promise.check_first_entry(entry_ts(raws[0]))
         events: list[ChangeEvent] = []
         pipeline = self._pipeline
-        if entries and not pipeline.closed:
-            events = self._events(entries, -1 if floor is None else ts_key(floor))
+        if raws and not pipeline.closed:
+            events = self._events(raws, -1 if floor is None else ts_key(floor))
         promise = self._promise.advance(events, batch.promise, pipeline.closed)
         return ShardBatch(events, promise, batch.exhausted or pipeline.closed)
 
-    def _events(self, entries: Sequence[Mapping[str, Any]], floor: int) -> list[ChangeEvent]:
+    def _events(self, entries: Sequence[bytes], floor: int) -> list[ChangeEvent]:
         """The batch's events: fast ones encoded, the reference's as it built them."""
         pipeline = self._pipeline
         kept: list[tuple[int, ChangeEvent]] = []
@@ -91,7 +94,7 @@ class FastShardReader(PromisingReader):
         pipeline.update_diffs = diffs
         keys: list[bytes] = []
         raws: list[bytes] = []
-        pipeline.process_batch([_raw(entry) for entry in entries], keys, raws, last=floor)
+        pipeline.process_batch(entries, keys, raws, last=floor)
         shard = self.source.name
         events: list[ChangeEvent]
         if not kept:

@@ -14,6 +14,7 @@ what the reference path alone would produce.  Tests compare both byte for byte.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from bson.timestamp import Timestamp
@@ -93,7 +94,7 @@ class FastShardPipeline:
         start = options.start_at_operation_time
         self._start = ts_key(start) if start is not None else -1
         self._offset = 0  # the file offset of the current batch's first entry
-        self._batch: list[bytes] = []
+        self._batch: Sequence[bytes] = []
         self.reference_entries = 0
         self._entries = 0  # entries taken from batches (skipped ones after an invalidate not)
         self.invalidate_key: bytes | None = None
@@ -139,7 +140,7 @@ class FastShardPipeline:
 
     def process_batch(
         self,
-        docs: list[bytes],
+        docs: Sequence[bytes],
         keys: list[bytes],
         events: list[bytes],
         *,
@@ -284,7 +285,7 @@ class FastShardPipeline:
         return ts_key(ts) if isinstance(ts, Timestamp) else -1
 
 
-def _index_of(docs: list[bytes], doc: bytes) -> int:
+def _index_of(docs: Sequence[bytes], doc: bytes) -> int:
     """Where ``doc`` (the object itself) is in ``docs``: only on rare paths (errors, the end)."""
     return next(i for i, other in enumerate(docs) if other is doc)
 
