@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token import ResumeToken, encode_token, high_water_mark
-from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS
 from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.spark.source.rows import EVENT_SCHEMA, event_values, rows_to_batch
-from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform import ChangeEvent
 from shardstream.transform.raw.event_writer import encode_event_document
 from tests.spark.test_event_fields import (
     DATES,
@@ -35,6 +34,7 @@ from tests.spark.test_event_fields import (
     STRINGS,
     UUIDS,
 )
+from tests.spark.test_rows import _events
 from tests.transform.test_raw_extended_json import VALUES, Element, _binary, _document, _string
 
 compiled = pytest.importorskip("shardstream.transform.raw._ejson")
@@ -134,19 +134,6 @@ def test_any_events_make_the_reference_batch_or_its_error(
     assert batch.equals(expected), (batch.to_pylist(), expected.to_pylist())
 
 
-def _simulated() -> list[ChangeEvent]:
-    """The simulator's events (dicts: the reference path's), with every operation type."""
-    result = SimulatedCluster(SimulationConfig(seed=5, shards=2, operations=200)).run()
-    from shardstream.merger import MergedStream
-    from shardstream.sim import simulated_sources
-
-    stream = MergedStream(simulated_sources(result, seed=5), ChangeStreamOptions())
-    events: list[ChangeEvent] = []
-    while batch := stream.next_batch(100)[0]:
-        events += batch
-    return events
-
-
 def _encoded(event: ChangeEvent) -> EncodedEvent:
     encoded = EncodedEvent(
         encode_event_document(event.document), event.token.data.encode(), event.shard or ""
@@ -167,7 +154,7 @@ _RAW = bson.CodecOptions(document_class=bson.raw_bson.RawBSONDocument)
 def test_dict_and_encoded_events_mixed_keep_their_order(relaxed: bool) -> None:
     # Every other event as the fast path holds it, the rest as dicts: one batch, rows in
     # the events' order, each as the reference reads it.
-    events = _simulated()
+    events = _events()
     mixed = [_encoded(event) if index % 2 else event for index, event in enumerate(events)]
     batch = events_to_batch(mixed, relaxed=relaxed)
     assert batch.equals(rows_to_batch([event_values(e, relaxed=relaxed) for e in mixed]))
@@ -177,7 +164,7 @@ def test_dict_and_encoded_events_mixed_keep_their_order(relaxed: bool) -> None:
 
 
 def test_usual_events_are_read_in_c_and_the_rest_left_in_place() -> None:
-    simulated = _simulated()
+    simulated = _events()
     events = [_encoded(event) for event in simulated]
     raws: list[bytes | None] = [event.raw for event in events]
     _, left = compiled.event_columns(raws, False)
@@ -201,7 +188,7 @@ def test_no_events_make_an_empty_batch() -> None:
 
 def test_a_wall_time_past_datetimes_range_is_null_in_both_readers() -> None:
     # Years past 9999 (the token keeps them exactly) are no datetime: the column is null.
-    event = _encoded(_simulated()[0])
+    event = _encoded(_events()[0])
     raw = bytearray(event.raw)
     at = raw.find(b"\x09wallTime\x00") + len(b"\x09wallTime\x00")
     raw[at : at + 8] = struct.pack("<q", 253402300800000)

@@ -21,6 +21,7 @@ import pyarrow as pa
 from bson.raw_bson import RawBSONDocument
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
+from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS
 from shardstream.spark.source.rows import (
     CLUSTER_TIME_TYPE,
     EVENT_SCHEMA,
@@ -46,12 +47,7 @@ _COMPILED: Final = (
     "db",
     "coll",
     "collectionUUID",
-    "documentKey",
-    "fullDocument",
-    "updateDescription",
-    "fullDocumentBeforeChange",
-    "to",
-    "operationDescription",
+    *DOCUMENT_COLUMNS,
     "txnNumber",
     "lsid",
 )
