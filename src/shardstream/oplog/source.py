@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 from bson.timestamp import Timestamp
 
+from shardstream.oplog.raw_entries import RawEntries
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OplogBatch:
@@ -62,14 +64,26 @@ class Handout:
     """
 
     entries: deque[Mapping[str, Any]] = dataclasses.field(default_factory=deque)
+    # A raw process tailer's entries, as their bytes (handed out as RawEntries).
+    raws: deque[bytes] = dataclasses.field(default_factory=deque)
     promise: Timestamp | None = None
     failure: BaseException | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether entries wait to be taken."""
+        return bool(self.entries or self.raws)
 
     def take(self, max_entries: int, *, ended: bool) -> OplogBatch | None:
         """Pending entries first, then the failure, then (if ``ended``) the end; else None.
 
         A batch promises its last entry's ``ts``: a tailer's entries come in ``ts`` order.
         """
+        if self.raws:
+            count = min(max_entries, len(self.raws))
+            raws = RawEntries([self.raws.popleft() for _ in range(count)])
+            self.promise = raws[-1]["ts"]  # one entry read per batch, as a document
+            return OplogBatch(raws, self.promise)
         if self.entries:
             count = min(max_entries, len(self.entries))
             batch = [self.entries.popleft() for _ in range(count)]

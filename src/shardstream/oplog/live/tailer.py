@@ -159,7 +159,7 @@ class LiveOplogSource:
         # promise is never handed out while entries at or below it are still queued.
         with self._lock:
             out = self._handout
-            if not out.entries and out.failure is None:
+            if not out.pending and out.failure is None:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
