@@ -63,3 +63,25 @@ def test_a_decoding_tailer_has_no_raw_entries(shard: EmulatedReplicaSet) -> None
         assert not source.raw_entries
     finally:
         source.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda entry: entry[:-1] + b"\x01", lambda entry: entry[:-3]],
+    ids=["no-final-nul", "cut-short"],
+)
+def test_a_damaged_entry_in_a_batch_message_fails_as_a_raw_document_would(
+    damage: Any,
+) -> None:
+    # The process tailer's parent cuts a batch message by its entries' length prefixes and
+    # keeps their bytes; an entry RawBSONDocument would refuse is refused with its error.
+    from shardstream.oplog.live.process_tailer import _raw_entries
+
+    good = [bson.encode({"ts": Timestamp(5, i), "op": "n", "o": {}}) for i in (1, 2)]
+    assert _raw_entries(b"B" + b"".join(good)) == good
+    bad = damage(good[1])
+    with pytest.raises(bson.errors.InvalidBSON) as expected:
+        RawBSONDocument(bad, RAW_OPLOG_CODEC_OPTIONS)
+    with pytest.raises(bson.errors.InvalidBSON) as caught:
+        _raw_entries(b"B" + good[0] + bad)
+    assert str(caught.value) == str(expected.value)
