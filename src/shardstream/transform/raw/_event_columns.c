@@ -16,7 +16,7 @@
  * _data. A column past Arrow's 2 GiB raises OverflowError (the task's batches are cut at
  * 64 MiB of BSON, which Extended JSON makes at most ~6 times longer).
  *
- * tests/spark/test_event_columns.py holds the batches built from these buffers to the ones
+ * tests/spark/test_event_batches.py holds the batches built from these buffers to the ones
  * built from the Python reader's rows.
  */
 #include "_event_walk.h"
