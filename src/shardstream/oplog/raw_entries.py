@@ -1,8 +1,8 @@
-"""A batch's entries as the file's bytes, made into documents only if someone reads them.
+"""A batch's entries as their bytes, made into documents only if someone reads them.
 
-A raw BSON file source hands the fast path its entries' bytes; building a
-``RawBSONDocument`` per entry only for the fast path to take its bytes back out cost a task
-about 3 us per entry. :class:`RawEntries` is the batch's ``entries`` all the same (a
+A raw source (a BSON file's, the process tailer's) hands the fast path its entries' bytes;
+building a ``RawBSONDocument`` per entry only for the fast path to take its bytes back out
+cost a task 2-3 us per entry. :class:`RawEntries` is the batch's ``entries`` all the same (a
 sequence of ``RawBSONDocument`` s, each made when read), and holds ``raws``, the bytes, for
 the readers that want them.
 """
@@ -22,7 +22,7 @@ class RawEntries(Sequence[RawBSONDocument]):
 
     Args:
         raws: the entries' bytes; each must be a document ``RawBSONDocument`` accepts (its
-            length prefix its size, a final NUL), as the file source checks when framing.
+            length prefix its size, a final NUL), as the sources check when framing.
     """
 
     __slots__ = ("raws",)

@@ -52,12 +52,11 @@ def encoded_event_values(event: EncodedEvent, *, relaxed: bool) -> tuple[Any, ..
     if fields[1] is None:  # clusterTime is not a Timestamp: the token's
         time = event.token_data.cluster_time
         fields = (fields[0], time.time, time.inc, *fields[3:])
-    raw_update = event.raw_update
     return (
         *token_columns(event),
         *fields,
         event.shard,
-        _bytes_of(raw_update) if isinstance(raw_update, RawBSONDocument) else None,
+        update_bytes(event.raw_update),
         event.fragment_of,
     )
 
@@ -109,6 +108,12 @@ def _json(value: Any, relaxed: bool) -> str | None:
     # a whole document, so wrap the value and cut its text back out.
     text = bson_to_json(bson.encode({"v": value}), relaxed=relaxed)
     return text[len('{"v": ') : -1]
+
+
+def update_bytes(update: Any) -> bytes | None:
+    """A fast-path event's update ``o`` (a ``RawBSONDocument``) as its bytes; None for no
+    update, or for a dict event's (whose row is read from its dicts)."""
+    return _bytes_of(update) if isinstance(update, RawBSONDocument) else None
 
 
 def _bytes_of(document: RawBSONDocument) -> bytes:

@@ -18,10 +18,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
-from bson.raw_bson import RawBSONDocument
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
-from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS
+from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS, update_bytes
 from shardstream.spark.source.rows import (
     CLUSTER_TIME_TYPE,
     EVENT_SCHEMA,
@@ -128,16 +127,9 @@ def _compiled_batch(
     arrays["clusterTime"] = pa.StructArray.from_arrays(halves, fields=list(CLUSTER_TIME_TYPE))
     arrays["shard"] = pa.array([event.shard for event in events], pa.string())
     arrays["_oplogUpdate"] = pa.array(
-        [_update_bytes(event.raw_update) for event in events], pa.binary()
+        [update_bytes(event.raw_update) for event in events], pa.binary()
     )
     arrays["_fragment"] = pa.array([event.fragment_of for event in events], pa.string())
     return pa.RecordBatch.from_arrays(
         [arrays[field.name] for field in EVENT_SCHEMA], schema=EVENT_SCHEMA
     )
-
-
-def _update_bytes(update: Any) -> bytes | None:
-    if not isinstance(update, RawBSONDocument):
-        return None  # no update, or a dict event's (its row is read in Python)
-    raw = update.raw
-    return raw if isinstance(raw, bytes) else bytes(raw)
