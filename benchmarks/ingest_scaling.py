@@ -20,6 +20,9 @@ Sinks:
 
 - ``noop``: the source into Spark's ``noop`` sink (``spark_source_bound.py --one``);
 - ``changelog``: ``ingest --no-mirror`` (the tasks write the change log, the driver commits);
+- ``collections``: ``ingest`` (the default layout: each collection's typed mirror and SCD2
+  history; the tasks rewrite the document state's buckets, 16, then other tasks merge each
+  collection's tables; the driver commits the change log and the state);
 - ``bucketed``: ``ingest --mirror-layout bucketed`` (the tasks also rewrite the mirror's
   buckets, 16; the driver commits both tables);
 - ``single``: ``ingest --mirror-layout single`` (the rows collected to the driver, which
@@ -60,7 +63,8 @@ from benchmarks.timing import CpuByKind, cpu_split, machine_line
 from shardstream.bench.emulated import CORPUS_START
 
 MASTERS = ("local[1]", "local[2]")
-SINKS = ("noop", "changelog", "bucketed", "single")
+SINKS = ("noop", "changelog", "collections", "bucketed", "single")
+_LAYOUTS = {"collections": "collections", "bucketed": "bucketed", "single": "single"}
 SOURCES = ("files", "live")
 
 
@@ -82,7 +86,7 @@ def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
         source_options=options,
         bounded=True,
         mirror=sink != "changelog",
-        mirror_layout=MirrorLayout.SINGLE if sink == "single" else MirrorLayout.BUCKETED,
+        mirror_layout=MirrorLayout(_LAYOUTS.get(sink, "bucketed")),
     )
     started, driver = time.perf_counter(), time.process_time()
     with CpuByKind() as usage:

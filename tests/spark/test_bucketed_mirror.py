@@ -30,7 +30,8 @@ from shardstream.spark.delta.mirror.check import mirror_state, read_table
 from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.mirror.prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
-from shardstream.spark.ingest.lakehouse_writer import LOGGED, LakehouseWriter
+from shardstream.spark.ingest.lakehouse_writer import LakehouseWriter
+from shardstream.spark.ingest.task_writes import LOGGED
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,
     event_batches,
@@ -201,13 +202,13 @@ def test_an_abort_after_a_tables_commit_keeps_that_tables_files(tmp_path: Path) 
     logged = pc.or_(pc.is_valid(events["documentKey"]), pc.equal(events[EVENT_BUCKET], 0))
     writer = LakehouseWriter(options)
     message = writer.write(iter(events.append_column(LOGGED, logged).to_batches()))
-    assert message.changelog is not None
-    assert message.changelog.name is not None
-    assert commit_changelog_files(tmp_path, [message.changelog], "app", 0)
+    [changelog] = message.changelogs
+    assert changelog.name is not None
+    assert commit_changelog_files(tmp_path, [changelog], "app", 0)
     written = [tmp_path / MIRROR_TABLE / w.added.path for w in message.buckets if w.added]
     assert written
     assert all(path.exists() for path in written)
     writer.abort([message])
-    assert (tmp_path / CHANGELOG_TABLE / message.changelog.name).exists()
+    assert (tmp_path / CHANGELOG_TABLE / changelog.name).exists()
     assert not any(path.exists() for path in written)
     assert len(read_table(tmp_path, CHANGELOG_TABLE)) == 100

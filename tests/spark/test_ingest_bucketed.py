@@ -26,9 +26,10 @@ from shardstream.spark.delta.mirror.prepare import MERGE_KEY_ORDER, MIRROR_SCHEM
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
-from shardstream.spark.ingest.lakehouse_writer import LOGGED, by_bucket
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from shardstream.spark.ingest.task_batches import by_bucket
+from shardstream.spark.ingest.task_writes import LOGGED
 from tests.spark.ingest_runs import ingest_process
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,

@@ -93,8 +93,8 @@ def test_oplog_files_join_as_one_option() -> None:
             "expected no mirror option with --no-mirror, got --snapshot",
         ),
         (
-            ["--simulate", "--mirror-buckets", "8"],
-            "expected --mirror-buckets only with --mirror-layout bucketed",
+            ["--simulate", "--mirror-layout", "single", "--mirror-buckets", "8"],
+            "expected --mirror-buckets only with --mirror-layout collections or bucketed",
         ),
         (
             ["--simulate", "--mirror-layout", "bucketed", "--mirror-buckets", "0"],

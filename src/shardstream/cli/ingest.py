@@ -127,17 +127,19 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         choices=[layout.value for layout in MirrorLayout],
         default=MirrorLayout.COLLECTIONS.value,
         help="collections (default): a typed Delta table per collection, PATH/mirror/DB/COLL, "
-        "and its SCD2 history, PATH/history/DB/COLL; single: one table, PATH/mirror, each "
-        "document as canonical Extended JSON; bucketed: the single table partitioned by a hash "
-        "of the document _id, each bucket rewritten by Spark's tasks, so no event passes "
-        "through the driver",
+        "and its SCD2 history, PATH/history/DB/COLL, written by Spark's tasks (by the driver "
+        "after a --snapshot or with --mirror-workers); single: one table, PATH/mirror, each "
+        "document as canonical Extended JSON, written by the driver; bucketed: the single "
+        "table partitioned by a hash of the document _id, each bucket rewritten by Spark's "
+        "tasks; with the tasks writing, no event passes through the driver",
     )
     ingest.add_argument(
         "--mirror-buckets",
         type=int,
         default=DEFAULT_BUCKETS,
         metavar="B",
-        help="bucketed layout: the new mirror's bucket count, fixed once written "
+        help="the bucket count of a new bucketed mirror, or of the collections layout's "
+        "document state when Spark's tasks write it; fixed once written "
         f"(default {DEFAULT_BUCKETS})",
     )
     ingest.add_argument(

@@ -68,9 +68,10 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         raise ConfigurationError(
             "expected --no-history and --max-columns only with --mirror-layout collections"
         )
-    bucketed = args.mirror_layout == MirrorLayout.BUCKETED.value
-    if args.mirror_buckets != DEFAULT_BUCKETS and not bucketed:
-        raise ConfigurationError("expected --mirror-buckets only with --mirror-layout bucketed")
+    if args.mirror_buckets != DEFAULT_BUCKETS and args.mirror_layout == MirrorLayout.SINGLE.value:
+        raise ConfigurationError(
+            "expected --mirror-buckets only with --mirror-layout collections or bucketed"
+        )
     if not 1 <= args.mirror_buckets <= MAX_BUCKETS:
         raise ConfigurationError(
             f"expected --mirror-buckets B with 1 <= B <= {MAX_BUCKETS}, got {args.mirror_buckets}"

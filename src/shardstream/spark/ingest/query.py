@@ -32,7 +32,10 @@ from shardstream.oplog.redaction import redacted_repr
 from shardstream.spark.delta.changelog.task_files import create_changelog
 from shardstream.spark.delta.commits import watermark_cluster_time
 from shardstream.spark.delta.maintenance import TableMaintenance
-from shardstream.spark.delta.mirror.bucketed.bucket_table import create_bucketed_mirror
+from shardstream.spark.delta.mirror.bucketed.bucket_table import (
+    create_bucketed_mirror,
+    is_bucketed,
+)
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import (
     BatchOutcome,
@@ -51,13 +54,13 @@ from shardstream.spark.ingest import (
     DEFAULT_OPTIMIZE_EVERY,
     MirrorLayout,
 )
-from shardstream.spark.ingest.lakehouse_writer import TaskWrittenBatches
 from shardstream.spark.ingest.lakehouse_writer import register as register_lakehouse_writer
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
     load_snapshot,
 )
+from shardstream.spark.ingest.task_batches import CollectionTables, TaskWrittenBatches
 from shardstream.spark.source.options import START_OPTION_FLAGS, parse_options
 from shardstream.spark.source.shard_inputs import newest_time
 
@@ -91,8 +94,9 @@ class IngestSettings:
         max_columns: the most field columns a collection table gets.
         mirror: keep the mirror (and the collections' tables); without it the change log
             alone is written, by Spark's tasks, the driver committing each batch's files.
-        mirror_buckets: the bucketed layout's bucket count, when the ingest creates its
-            mirror (an existing table keeps its own).
+        mirror_buckets: the bucket count of the bucketed layout's mirror, or of the
+            per-collection layout's document state when Spark's tasks write it, when the
+            ingest creates the table (an existing table keeps its own).
 
     Raises:
         ConfigurationError: ``snapshot`` with anything but a live cluster, or with a start;
@@ -136,8 +140,19 @@ class IngestSettings:
     @property
     def tasks_write(self) -> bool:
         """Whether Spark's tasks write the tables (the driver commits): without a mirror,
-        and with the bucketed one."""
-        return not self.mirror or self.mirror_layout is MirrorLayout.BUCKETED
+        with the bucketed one, and with the per-collection tables whose state is bucketed
+        or new; not after a snapshot (loaded by the driver into a state that is not), nor
+        with ``mirror_workers`` (the in-driver sink's workers)."""
+        if not self.mirror or self.mirror_layout is MirrorLayout.BUCKETED:
+            return True
+        if self.mirror_layout is not MirrorLayout.COLLECTIONS:
+            return False
+        if self.snapshot or self.mirror_workers > 1:
+            return False
+        if snapshot_in_changelog(self.table) is not None:
+            return False  # a snapshot half loaded: the driver completes it
+        state = self.table / STATE_TABLE
+        return not (state / "_delta_log").is_dir() or is_bucketed(state)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -184,8 +199,9 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     from shardstream.spark import register
 
     register(spark)
+    tasks_write = settings.tasks_write  # before the run creates its tables
     if settings.mirror:
-        _complete_tables(settings, progress)
+        _complete_tables(settings, progress, tasks_write=tasks_write)
     options, restart = stream_source_options(settings)
     if restart is not None:
         # A checkpoint without offsets holds no progress, but its metadata would give the
@@ -199,21 +215,8 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     if settings.bounded:  # lags against the data's own clock, not today's
         progress.source_time = newest_time(parse_options(options))
     batches: _BatchWriter | TaskWrittenBatches = _BatchWriter(settings, progress)
-    if settings.tasks_write:
-        register_lakehouse_writer(spark)
-        create_changelog(settings.table)
-        buckets = None
-        if settings.mirror:
-            buckets = create_bucketed_mirror(settings.table / MIRROR_TABLE, settings.mirror_buckets)
-        batches = TaskWrittenBatches(
-            settings.table,
-            lambda: _checkpoint_app_id(settings.checkpoint_path),
-            progress,
-            TableMaintenance(settings.optimize_every),
-            buckets=buckets,
-            strict=settings.strict,
-            crash_at_for_test=_writer_crash(settings.crash_at_for_test, settings.mirror),
-        )
+    if tasks_write:
+        batches = _task_written_batches(spark, settings, progress)
     events = spark.readStream.format("shardstream").options(**options).load()
     writer = events.writeStream.foreachBatch(batches).option(
         "checkpointLocation", str(settings.checkpoint_path)
@@ -237,12 +240,14 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     return progress.totals
 
 
-def _complete_tables(settings: IngestSettings, progress: IngestProgress) -> None:
+def _complete_tables(
+    settings: IngestSettings, progress: IngestProgress, *, tasks_write: bool
+) -> None:
     """The mirror's start: its layout checked, a snapshot loaded (or a half-loaded one
     completed), and the collections' tables made from it."""
     check_layout(settings.table, settings.mirror_layout)
-    if settings.mirror_layout is MirrorLayout.BUCKETED:
-        return  # no snapshot to load or complete (refused with this layout)
+    if tasks_write:
+        return  # no snapshot to load or complete (none is loaded into a bucketed table)
     collections = settings.mirror_layout is MirrorLayout.COLLECTIONS
     state = STATE_TABLE if collections else MIRROR_TABLE
     if settings.snapshot:
@@ -257,11 +262,38 @@ def _complete_tables(settings: IngestSettings, progress: IngestProgress) -> None
         )
 
 
+def _task_written_batches(
+    spark: Any, settings: IngestSettings, progress: IngestProgress
+) -> TaskWrittenBatches:
+    """The ``foreachBatch`` of an ingest whose tables Spark's tasks write, its tables made."""
+    register_lakehouse_writer(spark)
+    create_changelog(settings.table)
+    buckets = collections = None
+    if settings.mirror:
+        documents = MIRROR_TABLE
+        if settings.mirror_layout is MirrorLayout.COLLECTIONS:
+            documents = STATE_TABLE
+            collections = CollectionTables(settings.history, settings.max_columns)
+        buckets = create_bucketed_mirror(settings.table / documents, settings.mirror_buckets)
+    return TaskWrittenBatches(
+        settings.table,
+        lambda: _checkpoint_app_id(settings.checkpoint_path),
+        progress,
+        TableMaintenance(settings.optimize_every),
+        buckets=buckets,
+        collections=collections,
+        strict=settings.strict,
+        crash_at_for_test=_writer_crash(settings.crash_at_for_test, settings.mirror),
+    )
+
+
 # Where the kill tests' points fall when the tasks write: in a task (nothing committed),
-# in the writer's commit (without a mirror: the tasks' files written, none committed; with
-# the bucketed mirror: the change log committed, the mirror not), in this process after it.
+# in a collection task after its tables' commits, in the writer's commit (without a
+# mirror: the tasks' files written, none committed; with a bucketed table: the change log
+# committed, the documents not), in this process after it.
 _WRITER_CRASHES: Final = {
     CrashPoint.IN_BATCH: "task",
+    CrashPoint.IN_COLLECTIONS: "collections",
     CrashPoint.BETWEEN_COMMITS: "commit",
     CrashPoint.AFTER_COMMITS: "driver",
 }

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,9 @@ import pyarrow as pa
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.mirror.prepare import DELETE, PreparedBatch
-from shardstream.spark.delta.mirror.state import SET_OPERATIONS, Namespace
+from shardstream.spark.delta.mirror.state import Namespace
+from shardstream.spark.delta.typed.changes import collection_changes
 from shardstream.spark.delta.typed.history import Change, write_history
 from shardstream.spark.delta.typed.mirror import FinalRow, write_mirror
 from shardstream.spark.delta.typed.paths import (
@@ -41,8 +41,6 @@ from shardstream.spark.delta.typed.paths import (
     table_path,
 )
 from shardstream.spark.delta.typed.schema import BatchTyping
-
-_EVENT_COLUMNS = ("_id", "operationType", "clusterTime", "db", "coll", "documentKey")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,7 +56,7 @@ class CollectionWrites:
     history: Mapping[Namespace, int | None]
 
 
-class _Documents:
+class Documents:
     """Canonical Extended JSON texts decoded once each per batch."""
 
     def __init__(self) -> None:
@@ -81,112 +79,73 @@ def write_collections(
     max_columns: int,
 ) -> CollectionWrites:
     """Write ``prepared`` (the state's preparation of ``fresh``) into the collection tables."""
-    documents = _Documents()
+    documents = Documents()
     changes = collection_changes(root, fresh, prepared.versions, documents)
-    finals = _final_rows(prepared.source, documents)
+    finals = final_rows(prepared.source, documents)
     mirrors: dict[Namespace, int | None] = {}
     written: dict[Namespace, int | None] = {}
     for namespace in sorted({*finals, *changes}):
-        db, coll = namespace
-        # The history first: the mirror's rows are some of its versions, typed once.
-        typing = BatchTyping()
-        if history and namespace in changes:
-            written[namespace] = write_history(
-                table_path(root, HISTORY_DIR, db, coll),
-                table_name(HISTORY_DIR, db, coll),
-                changes[namespace],
-                commit,
-                max_columns,
-                title=full_name(db, coll),
-                typing=typing,
-            )
-        if namespace in finals:
-            versions = [c.document for c in changes.get(namespace, ()) if c.document is not None]
-            mirrors[namespace] = write_mirror(
-                table_path(root, MIRROR_DIR, db, coll),
-                table_name(MIRROR_DIR, db, coll),
-                finals[namespace],
-                versions,
-                commit,
-                max_columns,
-                title=full_name(db, coll),
-                typing=typing,
-            )
+        wrote = write_namespace(
+            root,
+            namespace,
+            changes.get(namespace, []),
+            finals.get(namespace),
+            commit,
+            history=history,
+            max_columns=max_columns,
+        )
+        mirrors.update(wrote.mirrors)
+        written.update(wrote.history)
     return CollectionWrites(mirrors, written)
 
 
-def collection_changes(
+def write_namespace(
     root: Path,
-    fresh: pa.Table,
-    versions: pa.Table | None,
-    documents: Callable[[str], dict[str, Any]],
-) -> dict[Namespace, list[Change]]:
-    """Each namespace's changes in stream order: document versions and collection ends."""
-    recorded: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in versions.to_pylist() if versions is not None else ():
-        recorded[row["_id"]].append(row)
-    changes: dict[Namespace, list[Change]] = defaultdict(list)
-    seen_ddl: set[str] = set()
-    texts = fresh["fullDocument"].to_pylist()
-    targets = fresh["to"].to_pylist()
-    for index, event in enumerate(fresh.select(list(_EVENT_COLUMNS)).to_pylist()):
-        operation, token, time = event["operationType"], event["_id"], event["clusterTime"]
-        namespace = (event["db"], event["coll"])
-        if operation in SET_OPERATIONS or operation == "delete":
-            text = texts[index] if operation != "delete" else None
-            changes[namespace].append(
-                Change(
-                    token,
-                    operation,
-                    document_id(event["documentKey"]),
-                    documents(text) if text is not None else None,
-                    time,
-                )
-            )
-        elif operation == "update":
-            for row in recorded.get(token, ()):  # none: an update of an unknown document
-                changes[(row["db"], row["coll"])].append(
-                    Change(
-                        token, operation, row["_documentId"], documents(row["fullDocument"]), time
-                    )
-                )
-        elif operation in ("drop", "rename", "dropDatabase") and token not in seen_ddl:
-            seen_ddl.add(token)  # mongos passes on a DDL event once per shard that saw it
-            ended = _ended(root, operation, namespace, targets[index], changes)
-            for name in ended:
-                changes[name].append(Change(token, operation, None, None, time))
-            for row in recorded.get(token, ()):  # the documents a rename moved
-                changes[(row["db"], row["coll"])].append(
-                    Change(
-                        token, operation, row["_documentId"], documents(row["fullDocument"]), time
-                    )
-                )
-    return dict(changes)
-
-
-def _ended(
-    root: Path,
-    operation: str,
     namespace: Namespace,
-    target: str | None,
-    changes: Mapping[Namespace, Any],
-) -> list[Namespace]:
-    """The collections a drop, rename or dropDatabase ends."""
-    if operation == "drop":
-        return [namespace]
-    if operation == "rename":
-        to = loads(target or "{}")
-        return [namespace, (str(to.get("db")), str(to.get("coll")))]
-    db = namespace[0]
-    known: set[Namespace] = {name for name in changes if name[0] == db}
-    for kind in (MIRROR_DIR, HISTORY_DIR):
-        known.update(collections_of(root, kind, db))
-    return sorted(known)
+    changes: Sequence[Change],
+    finals: Sequence[FinalRow] | None,
+    commit: BatchCommit,
+    *,
+    history: bool,
+    max_columns: int,
+) -> CollectionWrites:
+    """One collection's share of a batch: its history's ``changes`` (stream order), then its
+    mirror's ``finals`` (None: the batch left no row of it), typed once for both."""
+    db, coll = namespace
+    mirrors: dict[Namespace, int | None] = {}
+    written: dict[Namespace, int | None] = {}
+    # The history first: the mirror's rows are some of its versions, typed once.
+    typing = BatchTyping()
+    if history and changes:
+        written[namespace] = write_history(
+            table_path(root, HISTORY_DIR, db, coll),
+            table_name(HISTORY_DIR, db, coll),
+            changes,
+            commit,
+            max_columns,
+            title=full_name(db, coll),
+            typing=typing,
+        )
+    if finals is not None:
+        versions = [c.document for c in changes if c.document is not None]
+        mirrors[namespace] = write_mirror(
+            table_path(root, MIRROR_DIR, db, coll),
+            table_name(MIRROR_DIR, db, coll),
+            finals,
+            versions,
+            commit,
+            max_columns,
+            title=full_name(db, coll),
+            typing=typing,
+        )
+    return CollectionWrites(mirrors, written)
 
 
-def _final_rows(
+def final_rows(
     source: pa.Table, documents: Callable[[str], dict[str, Any]]
 ) -> dict[Namespace, list[FinalRow]]:
+    """Each namespace's documents as the batch left them (``source``: the state's
+    preparation, one row per touched document)."""
     finals: dict[Namespace, list[FinalRow]] = defaultdict(list)
     columns = ("db", "coll", "_documentId", "fullDocument", "_id", "clusterTime", DELETE)
     for row in source.select(list(columns)).to_pylist():

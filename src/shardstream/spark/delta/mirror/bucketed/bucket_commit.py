@@ -43,9 +43,14 @@ _COUNT_KEYS: Final = {
 
 
 def commit_buckets(
-    path: Path, version: int, writes: Sequence[BucketWrite], commit: BatchCommit
+    path: Path,
+    version: int,
+    writes: Sequence[BucketWrite],
+    commit: BatchCommit,
+    name: str = MIRROR_TABLE,
 ) -> bool:
-    """Commit a batch's bucket rewrites (read as of ``version``) with its markers.
+    """Commit a batch's bucket rewrites (read as of ``version``) with its markers, the
+    table's name in them ``name`` (the per-collection layout's state: its own).
 
     Returns:
         Whether this call committed (False: the table already had the batch).
@@ -56,7 +61,7 @@ def commit_buckets(
     table = open_table(path)
     if table is None:
         raise SinkError(f"expected a bucketed mirror at {path}, got none")
-    if already_committed(table, commit, MIRROR_TABLE):
+    if already_committed(table, commit, name):
         return False
     if table.version() != version:
         raise SinkError(
@@ -74,7 +79,7 @@ def commit_buckets(
                 AddAction(write.added.path, write.added.size, partition, now, True, write.stats)
             )
     counts = {key: sum(getattr(w, name) for w in writes) for name, key in _COUNT_KEYS.items()}
-    properties = commit.properties(MIRROR_TABLE, committed_watermark(table), counts)
+    properties = commit.properties(name, committed_watermark(table), counts)
     table.create_write_transaction(
         actions,
         mode="append",

@@ -16,6 +16,7 @@ a file no commit names is never read.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import uuid
 from pathlib import Path
@@ -36,6 +37,7 @@ from shardstream.spark.delta.mirror.prepare import (
     EVENT_COLUMNS,
     MERGE_KEY_ORDER,
     MIRROR_SCHEMA,
+    PreparedBatch,
     prepare_with,
     select_rows,
 )
@@ -73,6 +75,22 @@ class BucketWrite:
     unknown_updates: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppliedBucket:
+    """A bucket's events applied: what the task wrote, and what the state's preparation
+    said (the per-collection layout's tables are made from it).
+
+    Attributes:
+        write: the bucket's new file and counts.
+        events: the bucket's events above the watermark (:data:`EVENT_COLUMNS`, token order).
+        prepared: their preparation (with the versions when asked for).
+    """
+
+    write: BucketWrite
+    events: pa.Table
+    prepared: PreparedBatch
+
+
 def write_buckets(
     path: Path,
     version: int,
@@ -84,26 +102,50 @@ def write_buckets(
     """Apply ``events`` (the mirror's event columns and :data:`EVENT_BUCKET`) to their
     buckets of the table at ``path`` as of ``version``; one :class:`BucketWrite` per bucket
     with an event above ``watermark``."""
+    applied = apply_buckets(path, version, events, watermark, strict=strict)
+    return [bucket.write for bucket in applied]
+
+
+def apply_buckets(
+    path: Path,
+    version: int,
+    events: pa.Table,
+    watermark: str | None,
+    *,
+    strict: bool,
+    record_versions: bool = False,
+) -> list[AppliedBucket]:
+    """:func:`write_buckets`, saying each bucket's events and preparation too
+    (``record_versions``: with every document version, as the history needs)."""
     fresh = newer_than(events, watermark)
     if not fresh.num_rows:
         return []
     buckets = fresh[EVENT_BUCKET]
     numbers = sorted(pc.unique(buckets).to_pylist())
     files = bucket_files(path, version, numbers)
-    writes = []
+    applied = []
     for bucket in numbers:
         mine = fresh.filter(pc.equal(buckets, bucket)).select(list(EVENT_COLUMNS)).sort_by("_id")
-        writes.append(_write_bucket(path, bucket, files[bucket], mine, strict=strict))
-    return writes
+        stored = _read(path, files[bucket])
+        prepared = prepare_with(
+            functools.partial(select_rows, stored),
+            mine,
+            strict=strict,
+            snapshot_read_end=None,
+            record_versions=record_versions,
+        )
+        write = _write_bucket(path, bucket, files[bucket], stored, prepared)
+        applied.append(AppliedBucket(write, mine, prepared))
+    return applied
 
 
 def _write_bucket(
-    path: Path, bucket: int, stored_files: list[StoredFile], events: pa.Table, *, strict: bool
+    path: Path,
+    bucket: int,
+    stored_files: list[StoredFile],
+    stored: pa.Table,
+    prepared: PreparedBatch,
 ) -> BucketWrite:
-    stored = _read(path, stored_files)
-    prepared = prepare_with(
-        lambda needs: select_rows(stored, needs), events, strict=strict, snapshot_read_end=None
-    )
     source = prepared.source
     deleted = pc.sum(source[DELETE]).as_py() or 0
     counts = (prepared.events, prepared.rows_read, source.num_rows - deleted, deleted)

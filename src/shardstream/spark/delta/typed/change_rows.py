@@ -1,0 +1,150 @@
+"""The rows a batch's state tasks hand its collection tasks (the per-collection layout
+written by Spark's tasks).
+
+A batch runs in two rounds of tasks.  The state's tasks hold buckets of documents
+(``hash(_id) mod B``: every event of one document in one task, whatever its collection);
+each applies its buckets' events and says, per collection, the steps the history needs
+(:func:`~shardstream.spark.delta.typed.changes.change_steps`) and the documents' final
+state.  Spark shuffles those rows by collection (:data:`ROUTE`), so one task holds all of a
+collection's rows and types its columns from every version, as the in-driver sink does.
+A row with an empty route carries a state task's message for the driver's commit instead.
+
+A collection end (a drop, rename or dropDatabase) is given to every state task; each says
+it for the collections it knows, and the collection's task keeps one of each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+
+from shardstream.spark.delta.mirror.bucketed.bucket_writer import AppliedBucket
+from shardstream.spark.delta.mirror.prepare import DELETE
+from shardstream.spark.delta.mirror.state import Namespace
+from shardstream.spark.delta.typed.changes import ChangeStep, change_steps, decoded_change
+from shardstream.spark.delta.typed.history import Change
+from shardstream.spark.delta.typed.mirror import FinalRow
+from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
+
+ROUTE: Final = "_route"
+# A row's kind, in the order a collection's rows of one token are taken: a collection's end
+# before the documents a rename moved into it.
+END, CHANGE, FINAL, MESSAGE = 0, 1, 2, 3
+CHANGE_ROWS_SCHEMA: Final = pa.schema(
+    [
+        pa.field(ROUTE, pa.string()),  # "<db>\0<coll>" (no name holds a NUL); "": a message
+        pa.field("token", pa.string()),
+        pa.field("kind", pa.int8()),
+        pa.field("operation", pa.string()),
+        pa.field("documentId", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("clusterTime", CLUSTER_TIME_TYPE),
+        pa.field("message", pa.binary()),
+    ]
+)
+_FINAL_COLUMNS: Final = ("db", "coll", "_documentId", "fullDocument", "_id", "clusterTime", DELETE)
+
+
+def route(namespace: Namespace) -> str:
+    """The route of a collection's rows."""
+    return f"{namespace[0]}\0{namespace[1]}"
+
+
+@dataclasses.dataclass(slots=True)
+class NamespaceRows:
+    """One collection's share of a batch, as its task reads it.
+
+    Attributes:
+        changes: the history's changes, in stream order.
+        finals: the mirror's rows (None: the batch left none of this collection's).
+    """
+
+    changes: list[Change]
+    finals: list[FinalRow] | None
+
+
+def bucket_rows(root: Path, applied: Iterable[AppliedBucket]) -> pa.Table:
+    """The rows of a state task's applied buckets (:data:`CHANGE_ROWS_SCHEMA`)."""
+    columns: dict[str, list[Any]] = {name: [] for name in CHANGE_ROWS_SCHEMA.names}
+
+    def add(
+        namespace: Namespace,
+        token: str,
+        kind: int,
+        operation: str | None,
+        key: str | None,
+        text: str | None,
+        time: Any,
+    ) -> None:
+        for name, value in zip(
+            CHANGE_ROWS_SCHEMA.names,
+            (route(namespace), token, kind, operation, key, text, time, None),
+            strict=True,
+        ):
+            columns[name].append(value)
+
+    for bucket in applied:
+        for step in change_steps(root, bucket.events, bucket.prepared.versions):
+            kind = END if step.document_id is None else CHANGE
+            values = (step.document_id, step.text, step.cluster_time)
+            add(step.namespace, step.token, kind, step.operation, *values)
+        finals = bucket.prepared.source.select(list(_FINAL_COLUMNS)).to_pylist()
+        for row in finals:
+            text = None if row[DELETE] else row["fullDocument"]
+            namespace, token = (row["db"], row["coll"]), row["_id"] or ""
+            add(namespace, token, FINAL, None, row["_documentId"], text, row["clusterTime"])
+    return pa.Table.from_pydict(columns, schema=CHANGE_ROWS_SCHEMA)
+
+
+def message_rows(payload: bytes) -> pa.Table:
+    """One row carrying a state task's message to the driver's commit."""
+    values: dict[str, list[Any]] = {name: [None] for name in CHANGE_ROWS_SCHEMA.names}
+    values.update({ROUTE: [""], "token": [""], "kind": [MESSAGE], "message": [payload]})
+    return pa.Table.from_pydict(values, schema=CHANGE_ROWS_SCHEMA)
+
+
+def namespace_rows(
+    rows: pa.Table, documents: Callable[[str], dict[str, Any]]
+) -> tuple[dict[Namespace, NamespaceRows], list[bytes]]:
+    """A collection task's rows, each collection's changes in stream order (one of each
+    collection end) and its final rows by ``_id``, and the messages among them."""
+    # The documents a rename moved share its token: by _id, whatever task said them.
+    keys = (ROUTE, "token", "kind", "documentId")
+    ordered = rows.sort_by([(key, "ascending") for key in keys])
+    found: dict[Namespace, NamespaceRows] = {}
+    messages: list[bytes] = []
+    ends: set[tuple[str, str]] = set()
+    for row in ordered.to_pylist():
+        kind = row["kind"]
+        if kind == MESSAGE:
+            messages.append(row["message"])
+            continue
+        db, _, coll = row[ROUTE].partition("\0")
+        entry = found.setdefault((db, coll), NamespaceRows([], None))
+        if kind == FINAL:
+            text = row["text"]
+            final = FinalRow(
+                row["documentId"],
+                documents(text) if text is not None else None,
+                row["token"],
+                row["clusterTime"],
+            )
+            if entry.finals is None:
+                entry.finals = []
+            entry.finals.append(final)
+            continue
+        if kind == END:
+            if (row[ROUTE], row["token"]) in ends:
+                continue  # said by every state task that knew the collection
+            ends.add((row[ROUTE], row["token"]))
+        values = (row["token"], row["operation"], row["documentId"], row["text"])
+        step = ChangeStep((db, coll), *values, row["clusterTime"])
+        entry.changes.append(decoded_change(step, documents))
+    for entry in found.values():
+        if entry.finals is not None:
+            entry.finals.sort(key=lambda final: final.document_id)
+    return found, messages

@@ -1,0 +1,108 @@
+"""The per-collection layout (the default) written by Spark's tasks: the state's buckets
+applied by one round of tasks, each collection's typed mirror and history by another, the
+change log and the state committed by the driver.  The oracle is the in-driver sink on the
+same events: the same rows in every table, in merged and per-shard modes, and after kills.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from pyspark.errors import StreamingQueryException
+
+from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
+from shardstream.spark.delta.commits import table_rows
+from shardstream.spark.delta.mirror.bucketed.bucket_table import is_bucketed
+from shardstream.spark.delta.mirror.check import collection_tables, collections_state, read_table
+from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
+from shardstream.spark.delta.typed.paths import STATE_TABLE
+from shardstream.spark.ingest import MirrorLayout
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from tests.spark.lakehouse_checks import event_batches, expected_state, simulated_input
+
+SIMULATION = {"seed": 33, "shards": 3, "operations": 200}
+
+
+def _settings(root: Path, options: dict[str, str], batch: int = 150) -> IngestSettings:
+    limit = {"maxEventsPerTrigger": str(batch)}
+    return IngestSettings(table=root, source_options={**options, **limit}, bounded=True)
+
+
+def _driver_tables(root: Path, batches: list[pa.Table]) -> dict[str, pa.Table]:
+    sink = LakehouseSink(root, "driver", layout=MirrorLayout.COLLECTIONS)
+    for batch_id, batch in enumerate(batches):
+        sink.write_batch(batch, batch_id)
+    return collection_tables(root)
+
+
+def _assert_same_tables(found: dict[Any, pa.Table], expected: dict[Any, pa.Table]) -> None:
+    assert found.keys() == expected.keys()
+    for name, table in expected.items():
+        assert found[name].schema == table.schema, name
+        assert found[name].equals(table), name
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("source", "mode"), [("simulate", "merged"), ("files", "perShard")])
+def test_the_tasks_write_the_drivers_collection_tables(
+    spark: Any, tmp_path: Path, source: str, mode: str
+) -> None:
+    given, result, events = simulated_input(source, tmp_path, **SIMULATION)
+    root = tmp_path / "lake"
+    settings = _settings(root, {**given, "partitionMode": mode})
+    assert settings.tasks_write
+    totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert totals.events == totals.changelog_rows == len(events)
+    assert totals.batches > 1
+    assert is_bucketed(root / STATE_TABLE)
+    assert sorted(read_table(root, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
+        event.token.data for event in events
+    )
+    assert collections_state(root) == expected_state(result)
+    # Batches cut elsewhere (one batch) by the driver's sink: the same rows everywhere.
+    driver = _driver_tables(tmp_path / "driver", event_batches(events, 100_000))
+    _assert_same_tables(collection_tables(root), driver)
+    state = table_rows(DeltaTable(str(root / STATE_TABLE)))
+    assert state.num_rows == sum(len(docs) for docs in expected_state(result).values())
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_killed_tasks_and_commits_are_replayed_into_the_tables_that_lack_the_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    """SIGKILL of a state task after it wrote its files (batch 1), of a collection task
+    after its tables committed (batch 2), of the commit between the change log and the
+    state (batch 3): each run fails, the rerun replays the batch into the tables that lack
+    it, and every table ends as the driver's sink makes it."""
+    options, result, events = simulated_input("simulate", tmp_path, **SIMULATION)
+    settings = _settings(tmp_path / "lake", options, batch=60)
+    state_app = None
+    for point, batch in (
+        (CrashPoint.IN_BATCH, 1),
+        (CrashPoint.IN_COLLECTIONS, 2),
+        (CrashPoint.BETWEEN_COMMITS, 3),
+    ):
+        crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
+        with pytest.raises(StreamingQueryException):
+            run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+        query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
+        state_app = f"{APP_PREFIX}:{query}:{STATE_TABLE}"
+        state = DeltaTable(str(settings.table / STATE_TABLE))
+        assert state.transaction_version(state_app) == batch - 1
+    run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
+    assert state_app is not None
+    assert sorted(read_table(settings.table, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
+        event.token.data for event in events
+    )
+    assert collections_state(settings.table) == expected_state(result)
+    driver = _driver_tables(tmp_path / "driver", event_batches(events, 100_000))
+    _assert_same_tables(collection_tables(settings.table), driver)
