@@ -35,7 +35,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.typed.batch import CollectionWrites, Documents, write_namespace
+from shardstream.spark.delta.typed.batch import CollectionWrites, Documents, write_shares
 from shardstream.spark.delta.typed.change_rows import (
     CHANGE_ROWS_SCHEMA,
     ROUTE,
@@ -74,32 +74,19 @@ def by_collection(frame: Any, stage: StateStage, tasks: int) -> Any:
 def write_collection_rows(
     options: WriterOptions, rows: pa.Table
 ) -> tuple[Written, CollectionWrites]:
-    """A collection task: its collections' tables written from ``rows``, one commit each;
-    the state tasks' messages among the rows passed on."""
-    documents = Documents()
-    found, messages = namespace_rows(rows, documents)
-    mirrors: dict[Any, int | None] = {}
-    histories: dict[Any, int | None] = {}
-    for namespace in sorted(found):
-        share = found[namespace]
-        tokens = [change.token for change in share.changes]
-        tokens += [final.token for final in share.finals or ()]
-        # The table's watermark: the newest change of the batch it took (a collection task
-        # does not see the batch's last event).
-        commit = BatchCommit(
-            app_id=options.app_id, batch_id=options.batch_id, watermark=max(tokens)
-        )
-        wrote = write_namespace(
-            options.root,
-            namespace,
-            share.changes,
-            share.finals,
-            commit,
-            history=options.history,
-            max_columns=options.max_columns,
-        )
-        mirrors.update(wrote.mirrors)
-        histories.update(wrote.history)
+    """A collection task: its collections' tables written from ``rows``, one commit each
+    (its watermark the newest change of the batch the table took: a collection task does
+    not see the batch's last event); the state tasks' messages among the rows passed on."""
+    shares, messages = namespace_rows(rows, Documents())
+    wrote = write_shares(
+        options.root,
+        shares,
+        lambda share: BatchCommit(
+            app_id=options.app_id, batch_id=options.batch_id, watermark=share.newest_token
+        ),
+        history=options.history,
+        max_columns=options.max_columns,
+    )
     options.maybe_crash("collections")
     written = Written.joined(pickle.loads(message) for message in messages)
-    return written, CollectionWrites(mirrors, histories)
+    return written, wrote

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,26 @@ class Documents:
         return found
 
 
+@dataclasses.dataclass(slots=True)
+class CollectionShare:
+    """One collection's share of a batch.
+
+    Attributes:
+        changes: the history's changes, in stream order.
+        finals: the mirror's rows (None: the batch left none of this collection's).
+    """
+
+    changes: list[Change]
+    finals: list[FinalRow] | None
+
+    @property
+    def newest_token(self) -> str:
+        """The newest change's token among the share's (its tables' watermark when the
+        batch's own last event is not known where they are written)."""
+        tokens = [change.token for change in self.changes]
+        return max([*tokens, *(final.token for final in self.finals or ())])
+
+
 def write_collections(
     root: Path,
     fresh: pa.Table,
@@ -82,62 +102,53 @@ def write_collections(
     documents = Documents()
     changes = collection_changes(root, fresh, prepared.versions, documents)
     finals = final_rows(prepared.source, documents)
-    mirrors: dict[Namespace, int | None] = {}
-    written: dict[Namespace, int | None] = {}
-    for namespace in sorted({*finals, *changes}):
-        wrote = write_namespace(
-            root,
-            namespace,
-            changes.get(namespace, []),
-            finals.get(namespace),
-            commit,
-            history=history,
-            max_columns=max_columns,
-        )
-        mirrors.update(wrote.mirrors)
-        written.update(wrote.history)
-    return CollectionWrites(mirrors, written)
+    shares = {
+        namespace: CollectionShare(changes.get(namespace, []), finals.get(namespace))
+        for namespace in {*finals, *changes}
+    }
+    return write_shares(root, shares, lambda _: commit, history=history, max_columns=max_columns)
 
 
-def write_namespace(
+def write_shares(
     root: Path,
-    namespace: Namespace,
-    changes: Sequence[Change],
-    finals: Sequence[FinalRow] | None,
-    commit: BatchCommit,
+    shares: Mapping[Namespace, CollectionShare],
+    commit_of: Callable[[CollectionShare], BatchCommit],
     *,
     history: bool,
     max_columns: int,
 ) -> CollectionWrites:
-    """One collection's share of a batch: its history's ``changes`` (stream order), then its
-    mirror's ``finals`` (None: the batch left no row of it), typed once for both."""
-    db, coll = namespace
+    """Each collection's share into its tables, in name order: its history's changes, then
+    its mirror's final rows, typed once for both; ``commit_of`` gives a share's markers."""
     mirrors: dict[Namespace, int | None] = {}
     written: dict[Namespace, int | None] = {}
-    # The history first: the mirror's rows are some of its versions, typed once.
-    typing = BatchTyping()
-    if history and changes:
-        written[namespace] = write_history(
-            table_path(root, HISTORY_DIR, db, coll),
-            table_name(HISTORY_DIR, db, coll),
-            changes,
-            commit,
-            max_columns,
-            title=full_name(db, coll),
-            typing=typing,
-        )
-    if finals is not None:
-        versions = [c.document for c in changes if c.document is not None]
-        mirrors[namespace] = write_mirror(
-            table_path(root, MIRROR_DIR, db, coll),
-            table_name(MIRROR_DIR, db, coll),
-            finals,
-            versions,
-            commit,
-            max_columns,
-            title=full_name(db, coll),
-            typing=typing,
-        )
+    for namespace in sorted(shares):
+        share = shares[namespace]
+        db, coll = namespace
+        commit = commit_of(share)
+        # The history first: the mirror's rows are some of its versions, typed once.
+        typing = BatchTyping()
+        if history and share.changes:
+            written[namespace] = write_history(
+                table_path(root, HISTORY_DIR, db, coll),
+                table_name(HISTORY_DIR, db, coll),
+                share.changes,
+                commit,
+                max_columns,
+                title=full_name(db, coll),
+                typing=typing,
+            )
+        if share.finals is not None:
+            versions = [c.document for c in share.changes if c.document is not None]
+            mirrors[namespace] = write_mirror(
+                table_path(root, MIRROR_DIR, db, coll),
+                table_name(MIRROR_DIR, db, coll),
+                share.finals,
+                versions,
+                commit,
+                max_columns,
+                title=full_name(db, coll),
+                typing=typing,
+            )
     return CollectionWrites(mirrors, written)
 
 

@@ -15,7 +15,6 @@ it for the collections it knows, and the collection's task keeps one of each.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -25,8 +24,8 @@ import pyarrow as pa
 from shardstream.spark.delta.mirror.bucketed.bucket_writer import AppliedBucket
 from shardstream.spark.delta.mirror.prepare import DELETE
 from shardstream.spark.delta.mirror.state import Namespace
+from shardstream.spark.delta.typed.batch import CollectionShare
 from shardstream.spark.delta.typed.changes import ChangeStep, change_steps, decoded_change
-from shardstream.spark.delta.typed.history import Change
 from shardstream.spark.delta.typed.mirror import FinalRow
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
@@ -52,19 +51,6 @@ _FINAL_COLUMNS: Final = ("db", "coll", "_documentId", "fullDocument", "_id", "cl
 def route(namespace: Namespace) -> str:
     """The route of a collection's rows."""
     return f"{namespace[0]}\0{namespace[1]}"
-
-
-@dataclasses.dataclass(slots=True)
-class NamespaceRows:
-    """One collection's share of a batch, as its task reads it.
-
-    Attributes:
-        changes: the history's changes, in stream order.
-        finals: the mirror's rows (None: the batch left none of this collection's).
-    """
-
-    changes: list[Change]
-    finals: list[FinalRow] | None
 
 
 def bucket_rows(root: Path, applied: Iterable[AppliedBucket]) -> pa.Table:
@@ -109,13 +95,13 @@ def message_rows(payload: bytes) -> pa.Table:
 
 def namespace_rows(
     rows: pa.Table, documents: Callable[[str], dict[str, Any]]
-) -> tuple[dict[Namespace, NamespaceRows], list[bytes]]:
-    """A collection task's rows, each collection's changes in stream order (one of each
-    collection end) and its final rows by ``_id``, and the messages among them."""
+) -> tuple[dict[Namespace, CollectionShare], list[bytes]]:
+    """A collection task's rows as each collection's share (its changes in stream order,
+    one of each collection end; its final rows by ``_id``), and the messages among them."""
     # The documents a rename moved share its token: by _id, whatever task said them.
     keys = (ROUTE, "token", "kind", "documentId")
     ordered = rows.sort_by([(key, "ascending") for key in keys])
-    found: dict[Namespace, NamespaceRows] = {}
+    found: dict[Namespace, CollectionShare] = {}
     messages: list[bytes] = []
     ends: set[tuple[str, str]] = set()
     for row in ordered.to_pylist():
@@ -124,7 +110,7 @@ def namespace_rows(
             messages.append(row["message"])
             continue
         db, _, coll = row[ROUTE].partition("\0")
-        entry = found.setdefault((db, coll), NamespaceRows([], None))
+        entry = found.setdefault((db, coll), CollectionShare([], None))
         if kind == FINAL:
             text = row["text"]
             final = FinalRow(
