@@ -17,9 +17,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 
+from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
 from shardstream.spark.delta.commits import table_rows
-from shardstream.spark.delta.mirror.bucketed.bucket_table import is_bucketed
+from shardstream.spark.delta.mirror.bucketed.bucket_table import create_bucketed_mirror, is_bucketed
 from shardstream.spark.delta.mirror.check import collection_tables, collections_state, read_table
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.delta.typed.paths import STATE_TABLE
@@ -106,3 +107,23 @@ def test_killed_tasks_and_commits_are_replayed_into_the_tables_that_lack_the_bat
     assert collections_state(settings.table) == expected_state(result)
     driver = _driver_tables(tmp_path / "driver", event_batches(events, 100_000))
     _assert_same_tables(collection_tables(settings.table), driver)
+
+
+def test_who_writes_the_collection_tables_follows_the_lakehouses_state(tmp_path: Path) -> None:
+    """A new lakehouse: the tasks (the driver's sink with --mirror-workers); one whose state
+    the driver wrote: the driver's sink; one whose state is bucketed: the tasks, and
+    --mirror-workers refused rather than ignored."""
+    options = {"simulate": "true"}
+    fresh = IngestSettings(table=tmp_path / "new", source_options=options, bounded=True)
+    assert fresh.tasks_write
+    assert not dataclasses.replace(fresh, mirror_workers=2).tasks_write
+    driver = dataclasses.replace(fresh, table=tmp_path / "driver")
+    LakehouseSink(driver.table, "app", layout=MirrorLayout.COLLECTIONS).write_batch(
+        event_batches(simulated_input("simulate", tmp_path, **SIMULATION)[2], 50)[0], 0
+    )
+    assert not driver.tasks_write
+    tasks = dataclasses.replace(fresh, table=tmp_path / "tasks")
+    create_bucketed_mirror(tasks.table / STATE_TABLE, 4)
+    assert tasks.tasks_write
+    with pytest.raises(ConfigurationError, match="whose document state Spark's tasks write"):
+        _ = dataclasses.replace(tasks, mirror_workers=2).tasks_write

@@ -140,19 +140,34 @@ class IngestSettings:
     @property
     def tasks_write(self) -> bool:
         """Whether Spark's tasks write the tables (the driver commits): without a mirror,
-        with the bucketed one, and with the per-collection tables whose state is bucketed
-        or new; not after a snapshot (loaded by the driver into a state that is not), nor
-        with ``mirror_workers`` (the in-driver sink's workers)."""
+        with the bucketed one, and with the per-collection tables, unless their lakehouse
+        keeps an unpartitioned state (written by the driver: after a snapshot, with
+        ``mirror_workers``, or by an earlier shardstream) or is about to (a new one with
+        ``snapshot`` or ``mirror_workers``, or a snapshot half loaded).
+
+        Raises:
+            ConfigurationError: ``snapshot`` or ``mirror_workers`` for a lakehouse whose
+                state the tasks write (the driver's sink cannot write it).
+        """
         if not self.mirror or self.mirror_layout is MirrorLayout.BUCKETED:
             return True
         if self.mirror_layout is not MirrorLayout.COLLECTIONS:
             return False
+        state = self.table / STATE_TABLE
+        if (state / "_delta_log").is_dir():
+            if not is_bucketed(state):
+                return False
+            if self.snapshot or self.mirror_workers > 1:
+                raise ConfigurationError(
+                    f"expected neither --snapshot nor --mirror-workers for {self.table}, "
+                    "whose document state Spark's tasks write (partitioned by bucket), got "
+                    f"snapshot={self.snapshot}, mirror_workers={self.mirror_workers}"
+                )
+            return True
         if self.snapshot or self.mirror_workers > 1:
             return False
-        if snapshot_in_changelog(self.table) is not None:
-            return False  # a snapshot half loaded: the driver completes it
-        state = self.table / STATE_TABLE
-        return not (state / "_delta_log").is_dir() or is_bucketed(state)
+        # A snapshot half loaded (the change log holds it): the driver completes it.
+        return snapshot_in_changelog(self.table) is None
 
     @property
     def checkpoint_path(self) -> Path:
