@@ -27,7 +27,9 @@ from shardstream.spark.delta.typed.column_values import column_value
 from shardstream.spark.delta.typed.paths import collections_of, table_path
 from shardstream.spark.delta.typed.rows import ID, RESCUED, column_type
 from shardstream.spark.delta.typed.schema import decode_document
+from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform.update.apply_update import apply_update
+from tests.spark.lakehouse_checks import event_row
 
 Namespace = tuple[str, str]
 _CRUD = frozenset({"insert", "replace", "update", "delete"})
@@ -169,3 +171,84 @@ def change_feed_documents(path: Path) -> dict[str, bytes]:
             assert identity in documents, f"{path}: update of {identity} never inserted"
             documents[identity] = row["_doc"]
     return documents
+
+
+def driver_collection_tables(root: Path, batches: list[pa.Table]) -> dict[str, pa.Table]:
+    """The collection tables the driver's sink writes from ``batches`` under ``root`` (the
+    oracle of the tables Spark's tasks write), as ``check.collection_tables`` reads them."""
+    from shardstream.spark.delta.mirror.check import collection_tables as every_table
+    from shardstream.spark.delta.sink import LakehouseSink
+    from shardstream.spark.ingest import MirrorLayout
+
+    sink = LakehouseSink(root, "driver", layout=MirrorLayout.COLLECTIONS)
+    for batch_id, batch in enumerate(batches):
+        sink.write_batch(batch, batch_id)
+    return every_table(root)
+
+
+def assert_same_tables(found: Mapping[str, pa.Table], expected: Mapping[str, pa.Table]) -> None:
+    """The same tables, schemas and rows (each in ``collection_tables``' order)."""
+    assert found.keys() == expected.keys()
+    for name, table in expected.items():
+        assert found[name].schema == table.schema, name
+        assert found[name].equals(table), name
+
+
+# DDL streams, built row by row.
+
+
+def ddl_rows() -> dict[str, Any]:
+    """Documents in five collections of two databases, then a drop, a rename onto an
+    existing collection, a dropDatabase and a document inserted again after it."""
+    rows: dict[str, Any] = {}
+    rows["orders"] = [
+        event_row("insert", ns=("shop", "orders"), _id=n, doc={"_id": n, "qty": n})
+        for n in (1, 2, 3)
+    ]
+    rows["a"] = [
+        event_row("insert", ns=("shop", "a"), _id=n, doc={"_id": n, "name": f"a{n}"})
+        for n in (1, 2)
+    ]
+    rows["b"] = [event_row("insert", ns=("shop", "b"), _id=9, doc={"_id": 9, "name": 9})]
+    rows["crm"] = [
+        event_row("insert", ns=("crm", c), _id=1, doc={"_id": 1, "in": c}) for c in ("x", "y")
+    ]
+    rows["update"] = event_row("update", ns=("shop", "a"), _id=1, diff={"u": {"name": "a1+"}})
+    rows["drop"] = event_row("drop", ns=("shop", "orders"))
+    rows["rename"] = event_row("rename", ns=("shop", "a"), to=("shop", "b"))
+    rows["dropDatabase"] = event_row("dropDatabase", ns=("crm", None))
+    rows["again"] = event_row("insert", ns=("crm", "x"), _id=1, doc={"_id": 1, "in": "x+"})
+    return rows
+
+
+def ddl_stream(rows: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows in token order, the drop twice (mongos passes it on once per shard)."""
+    return [
+        *rows["orders"],
+        *rows["a"],
+        *rows["b"],
+        *rows["crm"],
+        rows["update"],
+        rows["drop"],
+        dict(rows["drop"]),
+        rows["rename"],
+        rows["dropDatabase"],
+        rows["again"],
+    ]
+
+
+def token_batches(stream: list[dict[str, Any]], tokens_per_batch: int) -> list[pa.Table]:
+    """The rows cut every ``tokens_per_batch`` distinct tokens (copies stay together)."""
+    groups: list[list[dict[str, Any]]] = []
+    for row in stream:
+        if groups and row["_id"] == groups[-1][-1]["_id"]:
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return [
+        pa.Table.from_pylist(
+            [row for group in groups[start : start + tokens_per_batch] for row in group],
+            schema=EVENT_SCHEMA,
+        )
+        for start in range(0, len(groups), tokens_per_batch)
+    ]

@@ -21,14 +21,18 @@ from shardstream.spark.delta.mirror.bucketed.bucket_table import create_bucketed
 from shardstream.spark.delta.mirror.bucketed.bucket_writer import EVENT_BUCKET
 from shardstream.spark.delta.mirror.check import collection_tables, collections_state
 from shardstream.spark.delta.mirror.keys import document_id
-from shardstream.spark.delta.sink import LakehouseSink
 from shardstream.spark.delta.typed.change_rows import ROUTE
 from shardstream.spark.delta.typed.paths import STATE_TABLE
-from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.collection_stage import StateStage, write_collection_rows
 from shardstream.spark.ingest.task_writes import LOGGED, WriterOptions, Written
+from tests.spark.collection_checks import (
+    assert_same_tables,
+    ddl_rows,
+    ddl_stream,
+    driver_collection_tables,
+    token_batches,
+)
 from tests.spark.lakehouse_checks import event_batches, expected_state, merged_events, simulate
-from tests.spark.test_collection_tables import _batches, _ddl_rows, _stream
 
 
 def _shuffled(events: pa.Table, buckets: int) -> pa.Table:
@@ -82,20 +86,6 @@ def _write(root: Path, batches: list[pa.Table], *, buckets: int, tasks: int) -> 
         commit_buckets(path, table.version(), joined.buckets, commit, STATE_TABLE)
 
 
-def _driver(root: Path, batches: list[pa.Table]) -> dict[str, pa.Table]:
-    sink = LakehouseSink(root, "driver", layout=MirrorLayout.COLLECTIONS)
-    for batch_id, batch in enumerate(batches):
-        sink.write_batch(batch, batch_id)
-    return collection_tables(root)
-
-
-def _assert_same(found: dict[str, pa.Table], expected: dict[str, pa.Table]) -> None:
-    assert found.keys() == expected.keys()
-    for name, table in expected.items():
-        assert found[name].schema == table.schema, name
-        assert found[name].equals(table), name
-
-
 @pytest.mark.parametrize(
     ("tokens_per_batch", "buckets", "tasks"), [(1, 4, 2), (4, 3, 3), (100, 8, 2)]
 )
@@ -104,9 +94,10 @@ def test_ddl_streams_give_the_drivers_tables(
 ) -> None:
     """A drop seen twice, a rename onto a collection that exists, a dropDatabase of
     collections held in different buckets, a document inserted again after it."""
-    batches = _batches(_stream(_ddl_rows()), tokens_per_batch)
+    batches = token_batches(ddl_stream(ddl_rows()), tokens_per_batch)
     _write(tmp_path / "tasks", batches, buckets=buckets, tasks=tasks)
-    _assert_same(collection_tables(tmp_path / "tasks"), _driver(tmp_path / "driver", batches))
+    driver = driver_collection_tables(tmp_path / "driver", batches)
+    assert_same_tables(collection_tables(tmp_path / "tasks"), driver)
 
 
 def test_a_random_workload_gives_the_drivers_tables(tmp_path: Path) -> None:
@@ -114,7 +105,8 @@ def test_a_random_workload_gives_the_drivers_tables(tmp_path: Path) -> None:
     batches = event_batches(merged_events(result, seed=8), 90)
     _write(tmp_path / "tasks", batches, buckets=5, tasks=2)
     assert collections_state(tmp_path / "tasks") == expected_state(result)
-    _assert_same(collection_tables(tmp_path / "tasks"), _driver(tmp_path / "driver", batches))
+    driver = driver_collection_tables(tmp_path / "driver", batches)
+    assert_same_tables(collection_tables(tmp_path / "tasks"), driver)
 
 
 def test_an_empty_share_hands_on_nothing(tmp_path: Path) -> None:

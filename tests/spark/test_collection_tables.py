@@ -43,10 +43,13 @@ from tests.spark.collection_checks import (
     Version,
     change_feed_documents,
     collection_tables,
+    ddl_rows,
+    ddl_stream,
     documents_by_id,
     read_rows,
     replayed_history,
     stored_history,
+    token_batches,
     typed_mismatches,
 )
 from tests.spark.lakehouse_checks import (
@@ -224,64 +227,7 @@ def test_a_crash_before_the_state_commits_replays_into_the_state_only(
     _check_tables(tmp_path, _EVENTS, expected_state(_RESULT))
 
 
-# DDL streams, built row by row.
-
-
-def _ddl_rows() -> dict[str, Any]:
-    """Documents in five collections of two databases, then a drop, a rename onto an
-    existing collection, a dropDatabase and a document inserted again after it."""
-    rows: dict[str, Any] = {}
-    rows["orders"] = [
-        event_row("insert", ns=("shop", "orders"), _id=n, doc={"_id": n, "qty": n})
-        for n in (1, 2, 3)
-    ]
-    rows["a"] = [
-        event_row("insert", ns=("shop", "a"), _id=n, doc={"_id": n, "name": f"a{n}"})
-        for n in (1, 2)
-    ]
-    rows["b"] = [event_row("insert", ns=("shop", "b"), _id=9, doc={"_id": 9, "name": 9})]
-    rows["crm"] = [
-        event_row("insert", ns=("crm", c), _id=1, doc={"_id": 1, "in": c}) for c in ("x", "y")
-    ]
-    rows["update"] = event_row("update", ns=("shop", "a"), _id=1, diff={"u": {"name": "a1+"}})
-    rows["drop"] = event_row("drop", ns=("shop", "orders"))
-    rows["rename"] = event_row("rename", ns=("shop", "a"), to=("shop", "b"))
-    rows["dropDatabase"] = event_row("dropDatabase", ns=("crm", None))
-    rows["again"] = event_row("insert", ns=("crm", "x"), _id=1, doc={"_id": 1, "in": "x+"})
-    return rows
-
-
-def _stream(rows: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows in token order, the drop twice (mongos passes it on once per shard)."""
-    return [
-        *rows["orders"],
-        *rows["a"],
-        *rows["b"],
-        *rows["crm"],
-        rows["update"],
-        rows["drop"],
-        dict(rows["drop"]),
-        rows["rename"],
-        rows["dropDatabase"],
-        rows["again"],
-    ]
-
-
-def _batches(stream: list[dict[str, Any]], tokens_per_batch: int) -> list[pa.Table]:
-    """The rows cut every ``tokens_per_batch`` distinct tokens (copies stay together)."""
-    groups: list[list[dict[str, Any]]] = []
-    for row in stream:
-        if groups and row["_id"] == groups[-1][-1]["_id"]:
-            groups[-1].append(row)
-        else:
-            groups.append([row])
-    return [
-        pa.Table.from_pylist(
-            [row for group in groups[start : start + tokens_per_batch] for row in group],
-            schema=EVENT_SCHEMA,
-        )
-        for start in range(0, len(groups), tokens_per_batch)
-    ]
+# DDL streams (collection_checks.ddl_rows).
 
 
 def _versions(root: Path, db: str, coll: str) -> set[tuple[Any, str, str, str | None]]:
@@ -301,8 +247,8 @@ def test_drop_rename_and_drop_database_end_the_collections(
     sides and starts the moved ones with _op rename; a dropDatabase ends each of its
     collections, and a document inserted after it starts anew.  The same whether the DDL
     shares a batch with the writes or not."""
-    rows = _ddl_rows()
-    _write(tmp_path, _batches(_stream(rows), tokens_per_batch))
+    rows = ddl_rows()
+    _write(tmp_path, token_batches(ddl_stream(rows), tokens_per_batch))
     drop, rename = rows["drop"]["_id"], rows["rename"]["_id"]
     drop_database = rows["dropDatabase"]["_id"]
     token = {name: [row["_id"] for row in rows[name]] for name in ("orders", "a", "b", "crm")}

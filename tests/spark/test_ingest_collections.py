@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
@@ -27,6 +26,7 @@ from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from tests.spark.collection_checks import assert_same_tables, driver_collection_tables
 from tests.spark.lakehouse_checks import event_batches, expected_state, simulated_input
 
 SIMULATION = {"seed": 33, "shards": 3, "operations": 200}
@@ -35,20 +35,6 @@ SIMULATION = {"seed": 33, "shards": 3, "operations": 200}
 def _settings(root: Path, options: dict[str, str], batch: int = 150) -> IngestSettings:
     limit = {"maxEventsPerTrigger": str(batch)}
     return IngestSettings(table=root, source_options={**options, **limit}, bounded=True)
-
-
-def _driver_tables(root: Path, batches: list[pa.Table]) -> dict[str, pa.Table]:
-    sink = LakehouseSink(root, "driver", layout=MirrorLayout.COLLECTIONS)
-    for batch_id, batch in enumerate(batches):
-        sink.write_batch(batch, batch_id)
-    return collection_tables(root)
-
-
-def _assert_same_tables(found: dict[Any, pa.Table], expected: dict[Any, pa.Table]) -> None:
-    assert found.keys() == expected.keys()
-    for name, table in expected.items():
-        assert found[name].schema == table.schema, name
-        assert found[name].equals(table), name
 
 
 @pytest.mark.spark
@@ -69,8 +55,8 @@ def test_the_tasks_write_the_drivers_collection_tables(
     )
     assert collections_state(root) == expected_state(result)
     # Batches cut elsewhere (one batch) by the driver's sink: the same rows everywhere.
-    driver = _driver_tables(tmp_path / "driver", event_batches(events, 100_000))
-    _assert_same_tables(collection_tables(root), driver)
+    driver = driver_collection_tables(tmp_path / "driver", event_batches(events, 100_000))
+    assert_same_tables(collection_tables(root), driver)
     state = table_rows(DeltaTable(str(root / STATE_TABLE)))
     assert state.num_rows == sum(len(docs) for docs in expected_state(result).values())
 
@@ -105,8 +91,8 @@ def test_killed_tasks_and_commits_are_replayed_into_the_tables_that_lack_the_bat
         event.token.data for event in events
     )
     assert collections_state(settings.table) == expected_state(result)
-    driver = _driver_tables(tmp_path / "driver", event_batches(events, 100_000))
-    _assert_same_tables(collection_tables(settings.table), driver)
+    driver = driver_collection_tables(tmp_path / "driver", event_batches(events, 100_000))
+    assert_same_tables(collection_tables(settings.table), driver)
 
 
 def test_who_writes_the_collection_tables_follows_the_lakehouses_state(tmp_path: Path) -> None:
