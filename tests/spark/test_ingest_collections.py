@@ -25,7 +25,12 @@ from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from shardstream.spark.ingest.query import (
+    APP_PREFIX,
+    IngestSettings,
+    run_ingest,
+    tables_written_by_tasks,
+)
 from tests.spark.collection_checks import assert_same_tables, driver_collection_tables
 from tests.spark.lakehouse_checks import event_batches, expected_state, simulated_input
 
@@ -45,7 +50,7 @@ def test_the_tasks_write_the_drivers_collection_tables(
     given, result, events = simulated_input(source, tmp_path, **SIMULATION)
     root = tmp_path / "lake"
     settings = _settings(root, {**given, "partitionMode": mode})
-    assert settings.tasks_write
+    assert tables_written_by_tasks(settings)
     totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
     assert totals.events == totals.changelog_rows == len(events)
     assert totals.batches > 1
@@ -101,15 +106,15 @@ def test_who_writes_the_collection_tables_follows_the_lakehouses_state(tmp_path:
     --mirror-workers refused rather than ignored."""
     options = {"simulate": "true"}
     fresh = IngestSettings(table=tmp_path / "new", source_options=options, bounded=True)
-    assert fresh.tasks_write
-    assert not dataclasses.replace(fresh, mirror_workers=2).tasks_write
+    assert tables_written_by_tasks(fresh)
+    assert not tables_written_by_tasks(dataclasses.replace(fresh, mirror_workers=2))
     driver = dataclasses.replace(fresh, table=tmp_path / "driver")
     LakehouseSink(driver.table, "app", layout=MirrorLayout.COLLECTIONS).write_batch(
         event_batches(simulated_input("simulate", tmp_path, **SIMULATION)[2], 50)[0], 0
     )
-    assert not driver.tasks_write
+    assert not tables_written_by_tasks(driver)
     tasks = dataclasses.replace(fresh, table=tmp_path / "tasks")
     create_bucketed_mirror(tasks.table / STATE_TABLE, 4)
-    assert tasks.tasks_write
+    assert tables_written_by_tasks(tasks)
     with pytest.raises(ConfigurationError, match="whose document state Spark's tasks write"):
-        _ = dataclasses.replace(tasks, mirror_workers=2).tasks_write
+        _ = tables_written_by_tasks(dataclasses.replace(tasks, mirror_workers=2))

@@ -138,41 +138,41 @@ class IngestSettings:
         return redacted_repr(self)
 
     @property
-    def tasks_write(self) -> bool:
-        """Whether Spark's tasks write the tables (the driver commits): without a mirror,
-        with the bucketed one, and with the per-collection tables, unless their lakehouse
-        keeps an unpartitioned state (written by the driver: after a snapshot, with
-        ``mirror_workers``, or by an earlier shardstream) or is about to (a new one with
-        ``snapshot`` or ``mirror_workers``, or a snapshot half loaded).
-
-        Raises:
-            ConfigurationError: ``snapshot`` or ``mirror_workers`` for a lakehouse whose
-                state the tasks write (the driver's sink cannot write it).
-        """
-        if not self.mirror or self.mirror_layout is MirrorLayout.BUCKETED:
-            return True
-        if self.mirror_layout is not MirrorLayout.COLLECTIONS:
-            return False
-        state = self.table / STATE_TABLE
-        if (state / "_delta_log").is_dir():
-            if not is_bucketed(state):
-                return False
-            if self.snapshot or self.mirror_workers > 1:
-                raise ConfigurationError(
-                    f"expected neither --snapshot nor --mirror-workers for {self.table}, "
-                    "whose document state Spark's tasks write (partitioned by bucket), got "
-                    f"snapshot={self.snapshot}, mirror_workers={self.mirror_workers}"
-                )
-            return True
-        if self.snapshot or self.mirror_workers > 1:
-            return False
-        # A snapshot half loaded (the change log holds it): the driver completes it.
-        return snapshot_in_changelog(self.table) is None
-
-    @property
     def checkpoint_path(self) -> Path:
         """Where Spark keeps the query's offsets and commits."""
         return self.checkpoint or self.table / CHECKPOINT_DIR
+
+
+def tables_written_by_tasks(settings: IngestSettings) -> bool:
+    """Whether Spark's tasks write the tables under ``settings.table`` (the driver
+    commits): without a mirror, with the bucketed one, and with the per-collection tables,
+    unless their lakehouse keeps an unpartitioned state (written by the driver: after a
+    snapshot, with ``mirror_workers``, or by an earlier shardstream) or is about to (a new
+    one with ``snapshot`` or ``mirror_workers``, or a snapshot half loaded).
+
+    Raises:
+        ConfigurationError: ``snapshot`` or ``mirror_workers`` for a lakehouse whose
+            state the tasks write (the driver's sink cannot write it).
+    """
+    if not settings.mirror or settings.mirror_layout is MirrorLayout.BUCKETED:
+        return True
+    if settings.mirror_layout is not MirrorLayout.COLLECTIONS:
+        return False
+    state = settings.table / STATE_TABLE
+    if (state / "_delta_log").is_dir():
+        if not is_bucketed(state):
+            return False
+        if settings.snapshot or settings.mirror_workers > 1:
+            raise ConfigurationError(
+                f"expected neither --snapshot nor --mirror-workers for {settings.table}, "
+                "whose document state Spark's tasks write (partitioned by bucket), got "
+                f"snapshot={settings.snapshot}, mirror_workers={settings.mirror_workers}"
+            )
+        return True
+    if settings.snapshot or settings.mirror_workers > 1:
+        return False
+    # A snapshot half loaded (the change log holds it): the driver completes it.
+    return snapshot_in_changelog(settings.table) is None
 
 
 def stream_source_options(settings: IngestSettings) -> tuple[dict[str, str], str | None]:
@@ -214,7 +214,7 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
     from shardstream.spark import register
 
     register(spark)
-    tasks_write = settings.tasks_write  # before the run creates its tables
+    tasks_write = tables_written_by_tasks(settings)  # before the run creates its tables
     if settings.mirror:
         _complete_tables(settings, progress, tasks_write=tasks_write)
     options, restart = stream_source_options(settings)
