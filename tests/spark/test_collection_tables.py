@@ -66,8 +66,8 @@ _SYSTEM = {
 }
 
 
-def _sink(root: Path) -> LakehouseSink:
-    return LakehouseSink(root, "app", layout=MirrorLayout.COLLECTIONS)
+def _sink(root: Path, app: str = "app") -> LakehouseSink:
+    return LakehouseSink(root, app, layout=MirrorLayout.COLLECTIONS)
 
 
 def _cut(events: list[ChangeEvent], sizes: list[int]) -> list[pa.Table]:
@@ -223,6 +223,29 @@ def test_a_crash_before_the_state_commits_replays_into_the_state_only(
     assert after == versions
     restarted = _sink(tmp_path)
     for batch_id, batch in enumerate(batches[3:], start=3):
+        restarted.write_batch(batch, batch_id)
+    _check_tables(tmp_path, _EVENTS, expected_state(_RESULT))
+
+
+def test_a_new_app_replaying_what_the_collection_tables_hold_adds_nothing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The crash above with the checkpoint lost too: a new app (new batch ids) restarts at
+    the state's lower watermark and cuts the batches elsewhere; each collection table
+    drops what its own watermark holds (no history version twice, no row written back)."""
+    batches = event_batches(_EVENTS, 80)
+    _write(tmp_path, batches[:2])
+    crashing = _sink(tmp_path)
+
+    def crash(*args: object) -> None:
+        raise _Crash
+
+    monkeypatch.setattr(crashing.mirror, "write", crash)
+    with pytest.raises(_Crash):
+        crashing.write_batch(batches[2], 2)
+    monkeypatch.undo()
+    restarted = _sink(tmp_path, "new-app")
+    for batch_id, batch in enumerate(event_batches(_EVENTS[160:], 50)):
         restarted.write_batch(batch, batch_id)
     _check_tables(tmp_path, _EVENTS, expected_state(_RESULT))
 

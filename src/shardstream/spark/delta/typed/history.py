@@ -162,7 +162,10 @@ def write_history(
             f"columns {stored.metadata().partition_columns}: it was written by an earlier "
             "shardstream; delete it (and the mirror's state) to ingest it anew"
         )
-    found = _versions(changes)
+    # A stream restarted below this table's watermark (its checkpoint lost after a crash
+    # that left the table ahead) gives it changes it holds: their versions are stored.
+    mark = committed_watermark(stored)
+    found = _versions([change for change in changes if mark is None or change.token > mark])
     if not found.rows and (stored is None or (not found.stored_ends and not found.collection_end)):
         return 0  # no version to add, nor a stored one to end
     documents = [change.document for change in found.rows if change.document is not None]

@@ -101,6 +101,11 @@ def write_mirror(
     stored = open_table(path)
     if already_committed(stored, commit, name):
         return None
+    # A stream restarted below this table's watermark (its checkpoint lost after a crash
+    # that left the table ahead) gives it final rows it holds already. A deletion carries
+    # no token: deleting a row again deletes nothing.
+    mark = committed_watermark(stored)
+    rows = [row for row in rows if mark is None or not row.token or row.token > mark]
     if not rows:
         return 0
     # A collection whose documents the batch inserted and deleted still gets its (empty)
