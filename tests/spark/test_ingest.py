@@ -91,14 +91,14 @@ def test_merged_and_per_shard_modes_write_identical_tables(
     oplog = ",".join(f"{name}={path}" for name, path in files.items())
     tables = {}
     batches = {}
-    # The third run: merged, batches cut by size (20 KB) long before 120 events.
+    # The third run: merged, batches cut by size (40 KB) long before 120 events.
     for mode in ("merged", "perShard", "bytes"):
         root = tmp_path / mode
         out = io.StringIO()
         progress = IngestProgress(out, interactive=False)
         limits = {"maxEventsPerTrigger": "120"}
         if mode == "bytes":
-            limits = {"maxEventsPerTrigger": "100000", "maxBytesPerTrigger": "20k"}
+            limits = {"maxEventsPerTrigger": "100000", "maxBytesPerTrigger": "40k"}
         partitioning = {"partitionMode": "perShard" if mode == "perShard" else "merged"}
         settings = _settings(root, **partitioning, **limits)
         if source == "files":

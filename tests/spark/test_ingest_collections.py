@@ -22,7 +22,14 @@ from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.mirror.bucketed.bucket_table import create_bucketed_mirror, is_bucketed
 from shardstream.spark.delta.mirror.check import collection_tables, collections_state, read_table
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
-from shardstream.spark.delta.typed.paths import STATE_TABLE
+from shardstream.spark.delta.typed.paths import (
+    HISTORY_DIR,
+    MIRROR_DIR,
+    STATE_TABLE,
+    collections_of,
+    table_name,
+    table_path,
+)
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import (
@@ -37,8 +44,8 @@ from tests.spark.lakehouse_checks import event_batches, expected_state, simulate
 SIMULATION = {"seed": 33, "shards": 3, "operations": 200}
 
 
-def _settings(root: Path, options: dict[str, str], batch: int = 150) -> IngestSettings:
-    limit = {"maxEventsPerTrigger": str(batch)}
+def _settings(root: Path, options: dict[str, str]) -> IngestSettings:
+    limit = {"maxEventsPerTrigger": "150"}
     return IngestSettings(table=root, source_options={**options, **limit}, bounded=True)
 
 
@@ -67,31 +74,31 @@ def test_the_tasks_write_the_drivers_collection_tables(
 
 
 @pytest.mark.spark
-@pytest.mark.timeout(300)
-def test_killed_tasks_and_commits_are_replayed_into_the_tables_that_lack_the_batch(
+def test_a_collection_task_killed_after_its_commits_is_replayed_into_the_tables_that_lack_it(
     spark: Any, tmp_path: Path
 ) -> None:
-    """SIGKILL of a state task after it wrote its files (batch 1), of a collection task
-    after its tables committed (batch 2), of the commit between the change log and the
-    state (batch 3): each run fails, the rerun replays the batch into the tables that lack
-    it, and every table ends as the driver's sink makes it."""
+    """SIGKILL of a collection task after its tables committed batch 1 (the state and the
+    change log did not): the run fails, the rerun replays the batch, each collection table
+    that has it skips it, and every table ends as the driver's sink makes it.  (A state
+    task's kill and the commit's, with this layout: ``test_kill_ingest.py``.)"""
     options, result, events = simulated_input("simulate", tmp_path, **SIMULATION)
-    settings = _settings(tmp_path / "lake", options, batch=60)
-    state_app = None
-    for point, batch in (
-        (CrashPoint.IN_BATCH, 1),
-        (CrashPoint.IN_COLLECTIONS, 2),
-        (CrashPoint.BETWEEN_COMMITS, 3),
-    ):
-        crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
-        with pytest.raises(StreamingQueryException):
-            run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
-        query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
-        state_app = f"{APP_PREFIX}:{query}:{STATE_TABLE}"
-        state = DeltaTable(str(settings.table / STATE_TABLE))
-        assert state.transaction_version(state_app) == batch - 1
+    settings = _settings(tmp_path / "lake", options)
+    crashing = dataclasses.replace(settings, crash_at_for_test=(CrashPoint.IN_COLLECTIONS, 1))
+    with pytest.raises(StreamingQueryException):
+        run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+    query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
+    app = f"{APP_PREFIX}:{query}"
+    state = DeltaTable(str(settings.table / STATE_TABLE))
+    assert state.transaction_version(f"{app}:{STATE_TABLE}") == 0
+    held = [
+        DeltaTable(str(table_path(settings.table, kind, *name))).transaction_version(
+            f"{app}:{table_name(kind, *name)}"
+        )
+        for kind in (MIRROR_DIR, HISTORY_DIR)
+        for name in collections_of(settings.table, kind)
+    ]
+    assert 1 in held  # a collection task committed batch 1 before it died
     run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
-    assert state_app is not None
     assert sorted(read_table(settings.table, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
         event.token.data for event in events
     )
