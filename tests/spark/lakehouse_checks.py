@@ -6,6 +6,7 @@ count), in the shape of :func:`shardstream.sim.apply_events.encoded_state`.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,11 @@ from shardstream.sim import (
 )
 from shardstream.sim.apply_events import encoded_state
 from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.mirror.bucketed.bucket_writer import EVENT_BUCKET
+from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.mirror.prepare import MERGE_KEY_ORDER
 from shardstream.spark.delta.mirror.table import DeltaMirror
+from shardstream.spark.ingest.task_writes import LOGGED
 from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.extended_json import event_to_json
@@ -137,3 +141,21 @@ def sim_files_option(directory: Path, seed: int, **config: Any) -> str:
     result = SimulatedCluster(SimulationConfig(seed=seed, shards=3, **config)).run()
     paths = result.write_oplogs(directory / f"sim{seed}")
     return ",".join(f"{name}={path}" for name, path in paths.items())
+
+
+def shuffled_to_buckets(events: pa.Table, buckets: int) -> pa.Table:
+    """``events`` as Spark's shuffle by bucket gives them to the tasks (``by_bucket``), here
+    bucketed by a CRC of the document ``_id`` (any hash keeping a document in one bucket
+    will do): a document's events in its bucket with :data:`EVENT_BUCKET`; an event naming
+    no document in every bucket, :data:`LOGGED` in bucket 0's copy only."""
+    copies: list[int] = []
+    numbers: list[int] = []
+    logged: list[bool] = []
+    for index, key in enumerate(events["documentKey"].to_pylist()):
+        owned = [zlib.crc32(document_id(key).encode()) % buckets] if key else range(buckets)
+        copies += [index] * len(owned)
+        numbers += owned
+        logged += [key is not None or number == 0 for number in owned]
+    spread = events.take(pa.array(copies, pa.int64()))
+    spread = spread.append_column(EVENT_BUCKET, pa.array(numbers, pa.int32()))
+    return spread.append_column(LOGGED, pa.array(logged, pa.bool_()))

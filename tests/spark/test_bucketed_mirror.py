@@ -1,5 +1,5 @@
 """The bucketed mirror's task and commit sides, without Spark: batches shuffled to buckets
-as ``lakehouse_writer.by_bucket`` does (here by a CRC of the document ``_id``; any hash
+as ``task_batches.by_bucket`` does (``lakehouse_checks.shuffled_to_buckets``; any hash
 keeping a document in one bucket will do), each bucket applied and rewritten, each batch
 committed once.  The oracle is the in-driver one-table mirror: the same rows, the same
 errors.
@@ -11,7 +11,6 @@ import zlib
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
@@ -31,13 +30,13 @@ from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.mirror.prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.ingest.lakehouse_writer import LakehouseWriter
-from shardstream.spark.ingest.task_writes import LOGGED
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,
     event_batches,
     event_row,
     expected_state,
     merged_events,
+    shuffled_to_buckets,
     simulate,
 )
 
@@ -45,26 +44,12 @@ _RESULT = simulate(seed=11, operations=400)
 _EVENTS = merged_events(_RESULT, seed=11)
 
 
-def _shuffled(events: pa.Table, buckets: int) -> pa.Table:
-    """``events`` with the bucket column: a document's events in its bucket, an event that
-    names no document in every bucket (as Spark's shuffle gives them to the tasks)."""
-    keys = events["documentKey"].to_pylist()
-    copies: list[int] = []
-    numbers: list[int] = []
-    for index, key in enumerate(keys):
-        owned = [zlib.crc32(document_id(key).encode()) % buckets] if key else range(buckets)
-        copies += [index] * len(owned)
-        numbers += owned
-    spread = events.take(pa.array(copies, pa.int64()))
-    return spread.append_column(EVENT_BUCKET, pa.array(numbers, pa.int32()))
-
-
 def _apply(path: Path, events: pa.Table, batch_id: int, buckets: int, *, tasks: int = 3) -> bool:
     """One batch: its buckets split over ``tasks`` tasks, then the driver's commit."""
     table = open_table(path)
     assert table is not None
     version, watermark = table.version(), committed_watermark(table)
-    shuffled = _shuffled(events.select(list(EVENT_COLUMNS)), buckets)
+    shuffled = shuffled_to_buckets(events.select(list(EVENT_COLUMNS)), buckets)
     numbers = shuffled[EVENT_BUCKET].to_pylist()
     writes = []
     for task in range(tasks):
@@ -141,7 +126,7 @@ def test_a_batch_commits_once_and_files_no_commit_names_are_never_read(tmp_path:
     batch = event_batches(_EVENTS, 100)[0]
     table = open_table(path)
     assert table is not None
-    orphan = write_buckets(path, table.version(), _shuffled(batch, 4), None, strict=True)
+    orphan = write_buckets(path, table.version(), shuffled_to_buckets(batch, 4), None, strict=True)
     assert _apply(path, batch, 0, 4)
     assert not _apply(path, batch, 0, 4)  # a replay: the table has batch 0
     referenced = {Path(uri).name for uri in DeltaTable(str(path)).file_uris()}
@@ -156,7 +141,8 @@ def test_a_table_moved_since_the_tasks_read_it_is_refused(tmp_path: Path) -> Non
     table = open_table(path)
     assert table is not None
     # Read before batch 0 commits (lenient: the documents batch 1 updates are not there).
-    stale = write_buckets(path, table.version(), _shuffled(batches[1], 2), None, strict=False)
+    shuffled = shuffled_to_buckets(batches[1], 2)
+    stale = write_buckets(path, table.version(), shuffled, None, strict=False)
     _apply(path, batches[0], 0, 2)
     commit = BatchCommit(app_id="app", batch_id=1, watermark=batches[1]["_id"][-1].as_py())
     with pytest.raises(SinkError, match="another writer"):
@@ -198,10 +184,9 @@ def test_an_abort_after_a_tables_commit_keeps_that_tables_files(tmp_path: Path) 
         "log": "true",
         "mirrorVersion": "0",
     }
-    events = _shuffled(event_batches(_EVENTS, 100)[0], 4)
-    logged = pc.or_(pc.is_valid(events["documentKey"]), pc.equal(events[EVENT_BUCKET], 0))
+    events = shuffled_to_buckets(event_batches(_EVENTS, 100)[0], 4)
     writer = LakehouseWriter(options)
-    message = writer.write(iter(events.append_column(LOGGED, logged).to_batches()))
+    message = writer.write(iter(events.to_batches()))
     [changelog] = message.changelogs
     assert changelog.name is not None
     assert commit_changelog_files(tmp_path, [changelog], "app", 0)

@@ -20,11 +20,10 @@ from shardstream.spark.delta.mirror.bucketed.bucket_commit import commit_buckets
 from shardstream.spark.delta.mirror.bucketed.bucket_table import create_bucketed_mirror
 from shardstream.spark.delta.mirror.bucketed.bucket_writer import EVENT_BUCKET
 from shardstream.spark.delta.mirror.check import collection_tables, collections_state
-from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.typed.change_rows import ROUTE
 from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.ingest.collection_stage import StateStage, write_collection_rows
-from shardstream.spark.ingest.task_writes import LOGGED, WriterOptions, Written
+from shardstream.spark.ingest.task_writes import WriterOptions, Written
 from tests.spark.collection_checks import (
     assert_same_tables,
     ddl_rows,
@@ -32,22 +31,13 @@ from tests.spark.collection_checks import (
     driver_collection_tables,
     token_batches,
 )
-from tests.spark.lakehouse_checks import event_batches, expected_state, merged_events, simulate
-
-
-def _shuffled(events: pa.Table, buckets: int) -> pa.Table:
-    """A document's events in its bucket; an event naming none in every bucket, logged once."""
-    copies: list[int] = []
-    numbers: list[int] = []
-    logged: list[bool] = []
-    for index, key in enumerate(events["documentKey"].to_pylist()):
-        owned = [zlib.crc32(document_id(key).encode()) % buckets] if key else range(buckets)
-        copies += [index] * len(owned)
-        numbers += owned
-        logged += [key is not None or number == 0 for number in owned]
-    spread = events.take(pa.array(copies, pa.int64()))
-    spread = spread.append_column(EVENT_BUCKET, pa.array(numbers, pa.int32()))
-    return spread.append_column(LOGGED, pa.array(logged, pa.bool_()))
+from tests.spark.lakehouse_checks import (
+    event_batches,
+    expected_state,
+    merged_events,
+    shuffled_to_buckets,
+    simulate,
+)
 
 
 def _write(root: Path, batches: list[pa.Table], *, buckets: int, tasks: int) -> None:
@@ -65,7 +55,7 @@ def _write(root: Path, batches: list[pa.Table], *, buckets: int, tasks: int) -> 
             "mirrorWatermark": committed_watermark(table) or "",
             "collections": "true",
         }
-        shuffled = _shuffled(batch, buckets)
+        shuffled = shuffled_to_buckets(batch, buckets)
         numbers = shuffled[EVENT_BUCKET].to_pylist()
         rows = []
         for task in range(tasks):  # the state tasks, a share of the buckets each
@@ -78,7 +68,7 @@ def _write(root: Path, batches: list[pa.Table], *, buckets: int, tasks: int) -> 
             mine = [zlib.crc32(route.encode()) % tasks == task for route in routes]
             share = handed.filter(pa.array(mine))
             if share.num_rows:
-                written, _ = write_collection_rows(WriterOptions.read(options), share)
+                written = write_collection_rows(WriterOptions.read(options), share)
                 messages.append(written)
         joined = Written.joined(messages)
         assert joined.last_event is not None

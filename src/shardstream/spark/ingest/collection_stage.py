@@ -35,7 +35,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.typed.batch import CollectionWrites, Documents, write_shares
+from shardstream.spark.delta.typed.batch import Documents, write_shares
 from shardstream.spark.delta.typed.change_rows import (
     CHANGE_ROWS_SCHEMA,
     ROUTE,
@@ -71,14 +71,12 @@ def by_collection(frame: Any, stage: StateStage, tasks: int) -> Any:
     return rows.repartition(tasks, ROUTE)
 
 
-def write_collection_rows(
-    options: WriterOptions, rows: pa.Table
-) -> tuple[Written, CollectionWrites]:
+def write_collection_rows(options: WriterOptions, rows: pa.Table) -> Written:
     """A collection task: its collections' tables written from ``rows``, one commit each
     (its watermark the newest change of the batch the table took: a collection task does
     not see the batch's last event); the state tasks' messages among the rows passed on."""
     shares, messages = namespace_rows(rows, Documents())
-    wrote = write_shares(
+    write_shares(
         options.root,
         shares,
         lambda share: BatchCommit(
@@ -88,5 +86,4 @@ def write_collection_rows(
         max_columns=options.max_columns,
     )
     options.maybe_crash("collections")
-    written = Written.joined(pickle.loads(message) for message in messages)
-    return written, wrote
+    return Written.joined(pickle.loads(message) for message in messages)

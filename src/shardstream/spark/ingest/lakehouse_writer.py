@@ -53,8 +53,7 @@ class LakehouseWriter(DataSourceArrowWriter):
             return Written([], [], None)
         rows = pa.Table.from_batches(batches)
         if self.options.collections:
-            written, _ = write_collection_rows(self.options, rows)
-            return written
+            return write_collection_rows(self.options, rows)
         written, _ = write_events(self.options, rows)
         self.options.maybe_crash("task")
         return written

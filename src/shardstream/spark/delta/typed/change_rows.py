@@ -55,35 +55,33 @@ def route(namespace: Namespace) -> str:
 
 def bucket_rows(root: Path, applied: Iterable[AppliedBucket]) -> pa.Table:
     """The rows of a state task's applied buckets (:data:`CHANGE_ROWS_SCHEMA`)."""
-    columns: dict[str, list[Any]] = {name: [] for name in CHANGE_ROWS_SCHEMA.names}
-
-    def add(
-        namespace: Namespace,
-        token: str,
-        kind: int,
-        operation: str | None,
-        key: str | None,
-        text: str | None,
-        time: Any,
-    ) -> None:
-        for name, value in zip(
-            CHANGE_ROWS_SCHEMA.names,
-            (route(namespace), token, kind, operation, key, text, time, None),
-            strict=True,
-        ):
-            columns[name].append(value)
-
+    routes: list[str] = []
+    tokens: list[str] = []
+    kinds: list[int] = []
+    operations: list[str | None] = []
+    keys: list[str | None] = []
+    texts: list[str | None] = []
+    times: list[Any] = []
     for bucket in applied:
         for step in change_steps(root, bucket.events, bucket.prepared.versions):
-            kind = END if step.document_id is None else CHANGE
-            values = (step.document_id, step.text, step.cluster_time)
-            add(step.namespace, step.token, kind, step.operation, *values)
-        finals = bucket.prepared.source.select(list(_FINAL_COLUMNS)).to_pylist()
-        for row in finals:
-            text = None if row[DELETE] else row["fullDocument"]
-            namespace, token = (row["db"], row["coll"]), row["_id"] or ""
-            add(namespace, token, FINAL, None, row["_documentId"], text, row["clusterTime"])
-    return pa.Table.from_pydict(columns, schema=CHANGE_ROWS_SCHEMA)
+            routes.append(route(step.namespace))
+            tokens.append(step.token)
+            kinds.append(END if step.document_id is None else CHANGE)
+            operations.append(step.operation)
+            keys.append(step.document_id)
+            texts.append(step.text)
+            times.append(step.cluster_time)
+        for row in bucket.prepared.source.select(list(_FINAL_COLUMNS)).to_pylist():
+            routes.append(route((row["db"], row["coll"])))
+            tokens.append(row["_id"] or "")  # a deletion's row carries no token
+            kinds.append(FINAL)
+            operations.append(None)
+            keys.append(row["_documentId"])
+            texts.append(None if row[DELETE] else row["fullDocument"])
+            times.append(row["clusterTime"])
+    columns = (routes, tokens, kinds, operations, keys, texts, times, [None] * len(routes))
+    named = dict(zip(CHANGE_ROWS_SCHEMA.names, columns, strict=True))
+    return pa.Table.from_pydict(named, schema=CHANGE_ROWS_SCHEMA)
 
 
 def message_rows(payload: bytes) -> pa.Table:

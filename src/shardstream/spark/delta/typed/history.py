@@ -189,7 +189,7 @@ def write_history(
     arrays[CURRENT] = pa.array([*(end is None for end in found.ends), *(False for _ in closing)])
     arrays[_CLOSE] = pa.array([False] * len(found.rows) + [True] * len(closing))
     source = pa.table(arrays)
-    properties = commit.properties(name, committed_watermark(table))
+    properties = commit.properties(name, mark)  # a schema commit carries none
     merge = (
         table.merge(
             source, _MATCH, source_alias="s", target_alias="t", commit_properties=properties

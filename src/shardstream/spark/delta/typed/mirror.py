@@ -123,7 +123,7 @@ def write_mirror(
     arrays[_DELETE] = pa.array([row.document is None for row in rows], pa.bool_())
     source = pa.table(arrays)
     updates = merge_columns(table, source.column_names)
-    properties = commit.properties(name, committed_watermark(table))
+    properties = commit.properties(name, mark)  # a schema commit carries none
     (
         table.merge(
             source, _MATCH, source_alias="s", target_alias="t", commit_properties=properties
