@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from shardstream.errors import SinkError
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
-from shardstream.spark.delta.changelog.task_files import commit_changelog_files, create_changelog
+from shardstream.spark.delta.changelog.task_files import create_changelog
 from shardstream.spark.delta.commits import BatchCommit, committed_watermark, open_table, table_rows
 from shardstream.spark.delta.mirror.bucketed.bucket_commit import commit_buckets, committed_write
 from shardstream.spark.delta.mirror.bucketed.bucket_table import (
@@ -29,7 +29,8 @@ from shardstream.spark.delta.mirror.check import mirror_state, read_table
 from shardstream.spark.delta.mirror.keys import document_id
 from shardstream.spark.delta.mirror.prepare import EVENT_COLUMNS, MERGE_KEY_ORDER, MIRROR_SCHEMA
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
-from shardstream.spark.ingest.lakehouse_writer import LakehouseWriter
+from shardstream.spark.ingest.driver_commit import commit_written
+from shardstream.spark.ingest.task_writes import EventTasks, WriterOptions, Written
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,
     event_batches,
@@ -172,28 +173,25 @@ def test_the_bucket_count_is_the_tables_own(tmp_path: Path) -> None:
         bucket_count(DeltaTable(str(plain)), plain)
 
 
-def test_an_abort_after_a_tables_commit_keeps_that_tables_files(tmp_path: Path) -> None:
-    """Spark aborts a job whose commit failed; when the change log had committed the batch
-    before the mirror's commit failed, its files are its data and stay."""
+def test_a_failed_commit_after_a_tables_commit_keeps_that_tables_files(tmp_path: Path) -> None:
+    """The mirror's commit fails (another writer moved the table) after the change log
+    committed the batch: the change log's file is its data and stays; the mirror's new
+    files, which no commit names, are deleted."""
     create_changelog(tmp_path)
     create_bucketed_mirror(tmp_path / MIRROR_TABLE, 4)
-    options = {
-        "path": str(tmp_path),
-        "appId": "app",
-        "batchId": "0",
-        "log": "true",
-        "mirrorVersion": "0",
-    }
+    options = WriterOptions(root=tmp_path, app_id="app", batch_id=0, documents_version=0)
     events = shuffled_to_buckets(event_batches(_EVENTS, 100)[0], 4)
-    writer = LakehouseWriter(options)
-    message = writer.write(iter(events.to_batches()))
+    [row] = EventTasks(options)(iter(events.to_batches()))
+    message = Written.unpickled(row["message"].to_pylist())
     [changelog] = message.changelogs
-    assert changelog.name is not None
-    assert commit_changelog_files(tmp_path, [changelog], "app", 0)
     written = [tmp_path / MIRROR_TABLE / w.added.path for w in message.buckets if w.added]
     assert written
     assert all(path.exists() for path in written)
-    writer.abort([message])
+    other = BatchCommit(app_id="another writer", batch_id=0, watermark="x")
+    assert commit_buckets(tmp_path / MIRROR_TABLE, 0, [], other)  # the table moves on
+    with pytest.raises(SinkError, match="another writer committed meanwhile"):
+        commit_written(options, message)
+    assert changelog.name is not None
     assert (tmp_path / CHANGELOG_TABLE / changelog.name).exists()
     assert not any(path.exists() for path in written)
     assert len(read_table(tmp_path, CHANGELOG_TABLE)) == 100

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import zlib
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -22,7 +21,11 @@ from shardstream.spark.delta.mirror.bucketed.bucket_writer import EVENT_BUCKET
 from shardstream.spark.delta.mirror.check import collection_tables, collections_state
 from shardstream.spark.delta.typed.change_rows import ROUTE
 from shardstream.spark.delta.typed.paths import STATE_TABLE
-from shardstream.spark.ingest.collection_stage import StateStage, write_collection_rows
+from shardstream.spark.ingest.collection_stage import (
+    CollectionTasks,
+    StateStage,
+    write_collection_rows,
+)
 from shardstream.spark.ingest.task_writes import WriterOptions, Written
 from tests.spark.collection_checks import (
     assert_same_tables,
@@ -46,15 +49,15 @@ def _write(root: Path, batches: list[pa.Table], *, buckets: int, tasks: int) -> 
     for batch_id, batch in enumerate(batches):
         table = open_table(path)
         assert table is not None
-        options = {
-            "path": str(root),
-            "appId": "tasks",
-            "batchId": str(batch_id),
-            "log": "false",
-            "mirrorVersion": str(table.version()),
-            "mirrorWatermark": committed_watermark(table) or "",
-            "collections": "true",
-        }
+        options = WriterOptions(
+            root=root,
+            app_id="tasks",
+            batch_id=batch_id,
+            log=False,
+            documents_version=table.version(),
+            documents_watermark=committed_watermark(table),
+            collections=True,
+        )
         shuffled = shuffled_to_buckets(batch, buckets)
         numbers = shuffled[EVENT_BUCKET].to_pylist()
         rows = []
@@ -68,7 +71,7 @@ def _write(root: Path, batches: list[pa.Table], *, buckets: int, tasks: int) -> 
             mine = [zlib.crc32(route.encode()) % tasks == task for route in routes]
             share = handed.filter(pa.array(mine))
             if share.num_rows:
-                written = write_collection_rows(WriterOptions.read(options), share)
+                written = write_collection_rows(options, share)
                 messages.append(written)
         joined = Written.joined(messages)
         assert joined.last_event is not None
@@ -100,5 +103,6 @@ def test_a_random_workload_gives_the_drivers_tables(tmp_path: Path) -> None:
 
 
 def test_an_empty_share_hands_on_nothing(tmp_path: Path) -> None:
-    options: dict[str, Any] = {"path": str(tmp_path), "appId": "a", "batchId": "0"}
+    options = WriterOptions(root=tmp_path, app_id="a", batch_id=0)
     assert list(StateStage(options)(iter([]))) == []
+    assert list(CollectionTasks(options)(iter([]))) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -92,25 +93,18 @@ def test_the_tasks_write_the_drivers_mirror_one_commit_per_table_and_batch(
 
 
 @pytest.mark.spark
-def test_a_killed_task_or_commit_between_the_tables_is_replayed_once(
-    spark: Any, tmp_path: Path
-) -> None:
-    """SIGKILL of a task after it wrote its files (batch 1), then of the writer's commit
-    after the change log committed batch 2 and before the mirror did: each run fails, the
-    rerun replays the batch into the table that lacks it, and both tables end exact."""
+def test_a_killed_task_is_replayed_once(spark: Any, tmp_path: Path) -> None:
+    """SIGKILL of a task after it wrote its files (batch 1): the run fails, the rerun
+    replays the batch, and both tables end exact."""
     options, result, events = simulated_input("simulate", tmp_path, **SIMULATION)
     settings = _settings(tmp_path / "lake", options)
-    for point, batch in ((CrashPoint.IN_BATCH, 1), (CrashPoint.BETWEEN_COMMITS, 2)):
-        crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
-        with pytest.raises(StreamingQueryException):
-            run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
-        query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
-        app = f"{APP_PREFIX}:{query}"
-        mirror = DeltaTable(str(settings.table / MIRROR_TABLE))
-        changelog = DeltaTable(str(settings.table / CHANGELOG_TABLE))
-        assert mirror.transaction_version(f"{app}:{MIRROR_TABLE}") == batch - 1
-        logged = changelog.transaction_version(f"{app}:{CHANGELOG_TABLE}")
-        assert logged == (batch if point is CrashPoint.BETWEEN_COMMITS else batch - 1)
+    crashing = dataclasses.replace(settings, crash_at_for_test=(CrashPoint.IN_BATCH, 1))
+    with pytest.raises(StreamingQueryException):
+        run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+    query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
+    app = f"{APP_PREFIX}:{query}"
+    for table in (MIRROR_TABLE, CHANGELOG_TABLE):
+        assert DeltaTable(str(settings.table / table)).transaction_version(f"{app}:{table}") == 0
     run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
     assert sorted(read_table(settings.table, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
         event.token.data for event in events
@@ -145,19 +139,21 @@ def test_an_update_of_a_document_never_held_is_the_drivers_verdict(
 
 @pytest.mark.spark
 @pytest.mark.timeout(300)
-def test_a_driver_killed_after_both_commits_replays_the_batch_as_done(
+def test_a_driver_killed_between_its_commits_completes_the_batch_once(
     spark: Any, tmp_path: Path
 ) -> None:
-    """SIGKILL of the driver (the CLI's process) after batch 1's two commits, before Spark's
-    commit log: the rerun (in this process, the CLI's options) replays batch 1, finds both
-    tables hold it, writes nothing for it, and ends exact."""
+    """SIGKILL of the driver (the CLI's process) after batch 1's change-log commit, before
+    the mirror's: the rerun (in this process, the CLI's options) replays batch 1 into the
+    mirror alone, and both tables end exact, each batch committed once."""
     simulation = {"shards": 3, "entries": 300, "seed": 5}
     result = simulate(seed=5, shards=3, operations=300)
     events = merged_events(result)
     root = tmp_path / "lake"
     bucketed = ["--mirror-layout", "bucketed"]
-    run = ingest_process(root, simulation, batch=100, crash="after-commits:1", extra=bucketed)
-    assert run.returncode != 0
+    run = ingest_process(root, simulation, batch=100, crash="between-commits:1", extra=bucketed)
+    assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
+    assert "1" in _committed_batches(root / CHANGELOG_TABLE)
+    assert "1" not in _committed_batches(root / MIRROR_TABLE)
     flags = [f"--{name}={value}" for name, value in simulation.items()]
     argv = ["ingest", "--table", str(root), "--simulate", *flags, *bucketed]
     args = _build_parser().parse_args([*argv, "--max-events-per-batch", "100"])
@@ -168,11 +164,11 @@ def test_a_driver_killed_after_both_commits_replays_the_batch_as_done(
         mirror_layout=MirrorLayout.BUCKETED,
     )
     totals = run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
-    assert totals.batches >= 2  # batch 1 again (as done), then the rest
+    assert totals.batches >= 2  # batch 1 again, then the rest
     for table in (CHANGELOG_TABLE, MIRROR_TABLE):
         committed = _committed_batches(root / table)
         assert sorted(committed) == sorted(set(committed))  # each batch committed once ...
-        assert "1" in committed  # ... batch 1 among them, by the killed run
+        assert "1" in committed  # ... batch 1 among them
     assert sorted(read_table(root, CHANGELOG_TABLE)["_id"].to_pylist()) == sorted(
         event.token.data for event in events
     )

@@ -7,28 +7,26 @@
    steps and the documents' final state
    (:func:`~shardstream.spark.delta.typed.change_rows.bucket_rows`), plus one row carrying
    its files for the driver's commit.
-2. **Collection tasks** (:func:`write_collection_rows`, the lakehouse writer's ``write``
-   over those rows shuffled by collection): each holds every row of its collections, types
-   their columns from every version and MERGEs each collection's history and typed mirror,
-   one Delta commit each with the batch's markers (``typed/``: the in-driver sink's code, so
-   the change data feed is delta-rs's own).
+2. **Collection tasks** (:class:`CollectionTasks`, a ``mapInArrow`` over those rows
+   shuffled by collection, :func:`write_collection_rows`): each holds every row of its
+   collections, types their columns from every version and MERGEs each collection's
+   history and typed mirror, one Delta commit each with the batch's markers (``typed/``:
+   the in-driver sink's code, so the change data feed is delta-rs's own), and passes on the
+   state tasks' messages.
 
-The driver then commits the change log's files and the state's bucket rewrites
-(``lakehouse_writer``).  A collection table commits from its task because the change data
-feed needs the MERGE's own change files, which a commit of add and remove actions cannot
-carry (delta-rs 1.6.6 writes ``cdc`` actions only from its operations); each commit is
-still the table's whole batch with its markers, so exactly once holds as for the driver's
-commits: a replayed batch finds the tables that have it and skips them.  Order: the
-collections' tables, then the change log, then the state; a crash before the state's
-commit replays the batch against the same state, which prepares it the same way.
+The driver then collects the messages and commits the change log's files and the state's
+bucket rewrites (``driver_commit``).  A collection table commits from its task because
+the change data feed needs the MERGE's own change files, which a commit of add and remove
+actions cannot carry (delta-rs 1.6.6 writes ``cdc`` actions only from its operations);
+each commit is still the table's whole batch with its markers, so exactly once holds as
+for the driver's commits: a replayed batch finds the tables that have it and skips them.
+Order: the collections' tables, then the change log, then the state; a crash before the
+state's commit replays the batch against the same state, which prepares it the same way.
 """
 
 from __future__ import annotations
 
-# The state tasks' messages cross to the collection tasks pickled: this pipeline's own
-# objects, between its own processes.
-import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -43,32 +41,51 @@ from shardstream.spark.delta.typed.change_rows import (
     message_rows,
     namespace_rows,
 )
-from shardstream.spark.ingest.task_writes import WriterOptions, Written, write_events
+from shardstream.spark.ingest.task_writes import (
+    MESSAGE_SCHEMA,
+    WriterOptions,
+    Written,
+    write_events,
+)
 
 
 class StateStage:
     """A state task (``mapInArrow``): Arrow batches of events shuffled by bucket in, the
     collection tasks' rows out (:data:`CHANGE_ROWS_SCHEMA`)."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+    def __init__(self, options: WriterOptions) -> None:
+        self.options = options
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         read = list(batches)
         if not read:
             return
-        options = WriterOptions.read(self.options)
+        options = self.options
         written, applied = write_events(options, pa.Table.from_batches(read))
         options.maybe_crash("task")
         yield from bucket_rows(options.root, applied).to_batches()
-        yield from message_rows(pickle.dumps(written)).to_batches()
+        yield from message_rows(written.pickled()).to_batches()
 
 
-def by_collection(frame: Any, stage: StateStage, tasks: int) -> Any:
+class CollectionTasks:
+    """A collection task (``mapInArrow``): its share of the state tasks' rows in, one
+    :data:`MESSAGE_SCHEMA` row out (the state tasks' messages it was handed, joined)."""
+
+    def __init__(self, options: WriterOptions) -> None:
+        self.options = options
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = list(batches)
+        if read:
+            yield write_collection_rows(self.options, pa.Table.from_batches(read)).to_batch()
+
+
+def collection_rounds(frame: Any, options: WriterOptions, tasks: int) -> Any:
     """``frame`` (the batch shuffled by bucket) through the state tasks, their rows
-    shuffled by collection into ``tasks`` tasks."""
-    rows = frame.mapInArrow(stage, from_arrow_schema(CHANGE_ROWS_SCHEMA))
-    return rows.repartition(tasks, ROUTE)
+    shuffled by collection into ``tasks`` collection tasks, whose messages come out."""
+    rows = frame.mapInArrow(StateStage(options), from_arrow_schema(CHANGE_ROWS_SCHEMA))
+    by_collection = rows.repartition(tasks, ROUTE)
+    return by_collection.mapInArrow(CollectionTasks(options), from_arrow_schema(MESSAGE_SCHEMA))
 
 
 def write_collection_rows(options: WriterOptions, rows: pa.Table) -> Written:
@@ -86,4 +103,4 @@ def write_collection_rows(options: WriterOptions, rows: pa.Table) -> Written:
         max_columns=options.max_columns,
     )
     options.maybe_crash("collections")
-    return Written.joined(pickle.loads(message) for message in messages)
+    return Written.unpickled(messages)

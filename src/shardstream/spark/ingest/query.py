@@ -54,7 +54,6 @@ from shardstream.spark.ingest import (
     DEFAULT_OPTIMIZE_EVERY,
     MirrorLayout,
 )
-from shardstream.spark.ingest.lakehouse_writer import register as register_lakehouse_writer
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
 from shardstream.spark.ingest.snapshot import (
     check_snapshot_options,
@@ -231,7 +230,7 @@ def run_ingest(spark: Any, settings: IngestSettings, progress: IngestProgress) -
         progress.source_time = newest_time(parse_options(options))
     batches: _BatchWriter | TaskWrittenBatches = _BatchWriter(settings, progress)
     if tasks_write:
-        batches = _task_written_batches(spark, settings, progress)
+        batches = _task_written_batches(settings, progress)
     events = spark.readStream.format("shardstream").options(**options).load()
     writer = events.writeStream.foreachBatch(batches).option(
         "checkpointLocation", str(settings.checkpoint_path)
@@ -277,11 +276,8 @@ def _complete_tables(
         )
 
 
-def _task_written_batches(
-    spark: Any, settings: IngestSettings, progress: IngestProgress
-) -> TaskWrittenBatches:
+def _task_written_batches(settings: IngestSettings, progress: IngestProgress) -> TaskWrittenBatches:
     """The ``foreachBatch`` of an ingest whose tables Spark's tasks write, its tables made."""
-    register_lakehouse_writer(spark)
     create_changelog(settings.table)
     buckets = collections = None
     if settings.mirror:
@@ -303,9 +299,9 @@ def _task_written_batches(
 
 
 # Where the kill tests' points fall when the tasks write: in a task (nothing committed),
-# in a collection task after its tables' commits, in the writer's commit (without a
+# in a collection task after its tables' commits, in this process's commits (without a
 # mirror: the tasks' files written, none committed; with a bucketed table: the change log
-# committed, the documents not), in this process after it.
+# committed, the documents not), in this process after them.
 _WRITER_CRASHES: Final = {
     CrashPoint.IN_BATCH: "task",
     CrashPoint.IN_COLLECTIONS: "collections",
@@ -319,7 +315,7 @@ def _writer_crash(crash: tuple[CrashPoint, int] | None, mirror: bool) -> tuple[s
         return None
     point = _WRITER_CRASHES.get(crash[0])
     if point is None:
-        raise ConfigurationError(f"expected a crash point of the tasks' writer, got {crash[0]}")
+        raise ConfigurationError(f"expected a crash point of the tasks' writes, got {crash[0]}")
     if point == "commit" and mirror:
         point = "between"
     return point, crash[1]

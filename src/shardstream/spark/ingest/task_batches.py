@@ -1,6 +1,6 @@
 """The ingest's ``foreachBatch`` when Spark's tasks write the tables: the driver plans each
-batch's shuffle, has the tasks write (``shardstream_lakehouse``) and reports what the
-commits recorded.  No row reaches this process.
+batch's shuffle, has the tasks write, commits the files they name (``driver_commit``) and
+reports what the commits recorded.  No event reaches this process.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import functions
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
 from shardstream.spark.delta.changelog.task_files import committed_counts
@@ -34,10 +35,15 @@ from shardstream.spark.delta.typed.paths import (
     collections_of,
     table_path,
 )
-from shardstream.spark.ingest.collection_stage import StateStage, by_collection
-from shardstream.spark.ingest.lakehouse_writer import FORMAT
+from shardstream.spark.ingest.collection_stage import collection_rounds
+from shardstream.spark.ingest.driver_commit import commit_written, run_tasks
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.task_writes import CRASH_OPTION, LOGGED
+from shardstream.spark.ingest.task_writes import (
+    LOGGED,
+    MESSAGE_SCHEMA,
+    EventTasks,
+    WriterOptions,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,8 +85,8 @@ def by_bucket(frame: Any, buckets: int, tasks: int) -> Any:
 
 class TaskWrittenBatches:
     """The ingest's ``foreachBatch`` when Spark's tasks write the tables: per batch, the
-    driver checks each table's markers, has the tasks write (``shardstream_lakehouse``) and
-    reports what the commits recorded.  No row reaches this process.
+    driver checks each table's markers, has the tasks write, commits what they wrote and
+    reports what the commits recorded.  No event reaches this process.
 
     Args:
         root: the lakehouse root.
@@ -92,8 +98,8 @@ class TaskWrittenBatches:
             the bucketed mirror.
         strict: the documents refuse updates of documents they never held.
         crash_at_for_test: kill tests: ``(point, batch id)``, the point one of ``task``,
-            ``collections``, ``commit``, ``between`` (the writer's) or ``driver`` (this
-            process, after the commits).
+            ``collections`` (the tasks'), ``commit``, ``between`` or ``driver`` (this
+            process: before its commits, between them, after them).
     """
 
     def __init__(
@@ -127,32 +133,46 @@ class TaskWrittenBatches:
         documents = self._tables[self._documents] if self._buckets is not None else None
         apply = documents is not None and not already_committed(documents, replay, self._documents)
         if log or apply:
-            options = {
-                "path": str(self.root),
-                "appId": app_id,
-                "batchId": str(batch_id),
-                "log": "true" if log else "false",
-                "changelogWatermark": committed_watermark(changelog) or "",
-            }
-            if self._crash is not None and self._crash[1] == batch_id:
-                options[CRASH_OPTION] = f"{self._crash[0]}:{batch_id}"
-            if apply and documents is not None and self._buckets is not None:
-                # A task per slot, not per bucket: a task costs ~80 ms of Spark's and the
-                # Python writer's start whatever it holds (16 tasks per batch on 2 slots
-                # took 2.6 s a batch against 1.4 s for 2; benchmarks/README.md).
-                slots = frame.sparkSession.sparkContext.defaultParallelism
-                tasks = max(1, min(self._buckets, slots))
-                frame = by_bucket(frame, self._buckets, tasks)
-                options["mirrorVersion"] = str(documents.version())
-                options["mirrorWatermark"] = committed_watermark(documents) or ""
-                options["strict"] = "true" if self._strict else "false"
+            crash = self._crash[0] if self._crash and self._crash[1] == batch_id else ""
+            options = WriterOptions(
+                root=self.root,
+                app_id=app_id,
+                batch_id=batch_id,
+                log=log,
+                changelog_watermark=committed_watermark(changelog),
+                strict=self._strict,
+                crash_at=crash,
+            )
+            if apply and documents is not None:
+                options = dataclasses.replace(
+                    options,
+                    documents_version=documents.version(),
+                    documents_watermark=committed_watermark(documents),
+                )
                 if self._collections is not None:
-                    options["collections"] = "true"
-                    options["history"] = "true" if self._collections.history else "false"
-                    options["maxColumns"] = str(self._collections.max_columns)
-                    frame = by_collection(frame, StateStage(options), slots)
-            frame.write.format(FORMAT).mode("append").options(**options).save()
+                    options = dataclasses.replace(
+                        options,
+                        collections=True,
+                        history=self._collections.history,
+                        max_columns=self._collections.max_columns,
+                    )
+            commit_written(options, run_tasks(self._tasks(frame, options)))
         self._report(app_id, batch_id, logged=log, applied=apply)
+
+    def _tasks(self, frame: Any, options: WriterOptions) -> Any:
+        """The batch's writing tasks, their messages out: the events' own partitions for
+        the change log alone; else shuffled by bucket, then (per-collection layout) the
+        collection tasks after them."""
+        if options.documents_version < 0 or self._buckets is None:
+            return frame.mapInArrow(EventTasks(options), from_arrow_schema(MESSAGE_SCHEMA))
+        # A task per slot, not per bucket: a task costs ~80 ms of Spark's and the Python
+        # worker's start whatever it holds (16 tasks per batch on 2 slots took 2.6 s a
+        # batch against 1.4 s for 2; benchmarks/README.md).
+        slots = frame.sparkSession.sparkContext.defaultParallelism
+        shuffled = by_bucket(frame, self._buckets, max(1, min(self._buckets, slots)))
+        if options.collections:
+            return collection_rounds(shuffled, options, slots)
+        return shuffled.mapInArrow(EventTasks(options), from_arrow_schema(MESSAGE_SCHEMA))
 
     def _report(self, app_id: str, batch_id: int, *, logged: bool, applied: bool) -> None:
         """The batch's outcome from its commits' metadata; a table that had the batch

@@ -1,28 +1,32 @@
-"""What a Spark task of the lakehouse writer does with its events, and what it tells the
+"""What a Spark task writing the lakehouse does with its events, and what it tells the
 driver's commit.
 
-:class:`WriterOptions` is the writer's options as a task reads them; :func:`write_events`
+:class:`WriterOptions` is a batch's settings as its tasks get them; :func:`write_events`
 writes a task's share of a batch: its change-log file
 (:func:`~shardstream.spark.delta.changelog.task_files.write_changelog_file`) and, with a
 bucketed document table (the bucketed mirror, or the per-collection layout's state), each of
 its buckets rewritten
-(:func:`~shardstream.spark.delta.mirror.bucketed.bucket_writer.apply_buckets`).  A
-:class:`Written` message carries the files to the driver, which commits them
-(:mod:`shardstream.spark.ingest.lakehouse_writer`).
+(:func:`~shardstream.spark.delta.mirror.bucketed.bucket_writer.apply_buckets`).
+:class:`EventTasks` is that task as the body of a ``mapInArrow``; its output, one row per
+task, is a :class:`Written` message naming the files, which the driver collects and commits
+(:mod:`shardstream.spark.ingest.driver_commit`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+
+# A task's message crosses to the driver pickled: this pipeline's own objects, between
+# its own processes.
+import pickle
 import signal
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import WriterCommitMessage
 
 from shardstream.spark.delta.changelog.task_files import ChangelogFile, write_changelog_file
 from shardstream.spark.delta.mirror.bucketed.bucket_writer import (
@@ -34,19 +38,18 @@ from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS
 
-# Test hook (kill tests): "<where>:<batch id>", where is "task" (a task dies after writing
-# its files), "collections" (a collection task dies after committing its tables), "commit"
-# (the commit's process dies before committing) or "between" (after the change log's
-# commit, before the documents').
-CRASH_OPTION: Final = "crashAtForTest"
 # The column saying which copy of an event the change log takes: an event that names no
 # document goes to every bucket, and only bucket 0's copy is logged.
 LOGGED: Final = "_logged"
 
 
+# A task's output: one row, its pickled :class:`Written`.
+MESSAGE_SCHEMA: Final = pa.schema([pa.field("message", pa.binary(), nullable=False)])
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class WriterOptions:
-    """The writer's options (``frame.write.options(...)``), read.
+    """A batch's settings, as the driver hands them to its tasks and its commit.
 
     Attributes:
         root: the lakehouse root.
@@ -61,39 +64,25 @@ class WriterOptions:
             collections' tables are written by a second round of tasks).
         history: (collections) keep each collection's SCD2 history.
         max_columns: (collections) the most field columns a collection's table gets.
-        crash_at: the kill tests' hook (:data:`CRASH_OPTION`).
+        crash_at: the kill tests' hook: where this batch's process SIGKILLs itself,
+            ``task`` (a task, after writing its files), ``collections`` (a collection
+            task, after committing its tables), ``commit`` (the driver, before its
+            commits) or ``between`` (the driver, after the change log's commit, before
+            the documents'); empty: nowhere.
     """
 
     root: Path
     app_id: str
     batch_id: int
-    log: bool
-    changelog_watermark: str | None
-    documents_version: int
-    documents_watermark: str | None
-    strict: bool
-    collections: bool
-    history: bool
-    max_columns: int
-    crash_at: str
-
-    @classmethod
-    def read(cls, options: Mapping[str, str]) -> WriterOptions:
-        """The options as Spark passes them (strings; its keys' case is not kept)."""
-        return cls(
-            root=Path(options["path"]),
-            app_id=options["appId"],
-            batch_id=int(options["batchId"]),
-            log=options.get("log") == "true",
-            changelog_watermark=options.get("changelogWatermark") or None,
-            documents_version=int(options.get("mirrorVersion") or -1),
-            documents_watermark=options.get("mirrorWatermark") or None,
-            strict=options.get("strict") != "false",
-            collections=options.get("collections") == "true",
-            history=options.get("history") != "false",
-            max_columns=int(options.get("maxColumns") or DEFAULT_MAX_COLUMNS),
-            crash_at=options.get(CRASH_OPTION, ""),
-        )
+    log: bool = True
+    changelog_watermark: str | None = None
+    documents_version: int = -1
+    documents_watermark: str | None = None
+    strict: bool = True
+    collections: bool = False
+    history: bool = True
+    max_columns: int = DEFAULT_MAX_COLUMNS
+    crash_at: str = ""
 
     @property
     def documents_table(self) -> str:
@@ -102,12 +91,13 @@ class WriterOptions:
 
     def maybe_crash(self, where: str) -> None:
         """SIGKILL this process when the kill test's hook says so."""
-        if self.crash_at == f"{where}:{self.batch_id}":
+        if self.crash_at == where:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-class Written(WriterCommitMessage):
-    """A task's commit message: the files it wrote, and the newest event it was given."""
+class Written:
+    """A task's message to the driver's commit: the files it wrote, and the newest event it
+    was given."""
 
     def __init__(
         self, changelogs: list[ChangelogFile], buckets: list[BucketWrite], last_event: str | None
@@ -126,6 +116,19 @@ class Written(WriterCommitMessage):
             [write for m in found for write in m.buckets],
             max(marks) if marks else None,
         )
+
+    def pickled(self) -> bytes:
+        """This message as it crosses between processes."""
+        return pickle.dumps(self)
+
+    def to_batch(self) -> pa.RecordBatch:
+        """This message as a task's output row (:data:`MESSAGE_SCHEMA`)."""
+        return pa.record_batch([pa.array([self.pickled()], pa.binary())], MESSAGE_SCHEMA)
+
+    @classmethod
+    def unpickled(cls, payloads: Iterable[bytes]) -> Written:
+        """Several tasks' messages, each as :meth:`pickled` gave it, as one."""
+        return cls.joined(pickle.loads(payload) for payload in payloads)
 
 
 def write_events(options: WriterOptions, events: pa.Table) -> tuple[Written, list[AppliedBucket]]:
@@ -147,3 +150,20 @@ def write_events(options: WriterOptions, events: pa.Table) -> tuple[Written, lis
         )
     last = pc.max(logged["_id"]).as_py() if logged.num_rows else None
     return Written(changelogs, [bucket.write for bucket in applied], last), applied
+
+
+class EventTasks:
+    """A task writing the change log and the bucketed document table (``mapInArrow``):
+    its events in (event columns, :data:`LOGGED` when shuffled by bucket), its
+    :class:`Written` message out (no row for a task given no event)."""
+
+    def __init__(self, options: WriterOptions) -> None:
+        self.options = options
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = list(batches)
+        if not read:
+            return
+        written, _ = write_events(self.options, pa.Table.from_batches(read))
+        self.options.maybe_crash("task")
+        yield written.to_batch()

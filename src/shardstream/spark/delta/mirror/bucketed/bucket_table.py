@@ -3,7 +3,7 @@
 ``<root>/mirror`` holds the one-table mirror's columns
 (:data:`~shardstream.spark.delta.mirror.prepare.MIRROR_SCHEMA`) plus ``bucket``, its Delta
 partition column: ``pmod(xxhash64(get_json_object(documentKey, '$._id')), B)``, computed by
-Spark (:mod:`shardstream.spark.ingest.lakehouse_writer`), so every event of one document, and
+Spark (:mod:`shardstream.spark.ingest.task_batches`), so every event of one document, and
 the document itself, fall in one bucket whatever its namespace or shard key (a rename keeps
 the ``_id``, so a renamed document stays in its bucket).  ``B`` is fixed when the table is
 created and kept in its Delta description (delta-rs refuses table properties it does not
