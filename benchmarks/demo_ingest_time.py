@@ -5,8 +5,9 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.demo_ingest_time [RUNS] [BATCH]
 
 Each run starts a fresh SparkSession (local[2], as the demo), then times ``run_ingest``
-on the demo's input (the simulated 3-shard cluster, 1,000 operations, seed 7, its 1,742
-events) with ``maxEventsPerTrigger`` BATCH (default: the demo's), into a new lakehouse;
+on the demo's input and settings (``demo.demo_settings``: the simulated 3-shard cluster,
+1,000 operations, seed 7, its 1,742 events; 4 buckets) with ``maxEventsPerTrigger`` BATCH
+(default: the demo's), into a new lakehouse;
 it prints the wall time to each batch's end (the progress's call after the batch's
 commits) and in all.  One process per run: the JVM and Spark's Python workers start cold
 each time, as in ``make demo``.
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from shardstream.spark.delta.sink import BatchOutcome
-from shardstream.spark.ingest.demo import DEMO_BATCH
+from shardstream.spark.ingest.demo import DEMO_BATCH, demo_settings
 from shardstream.spark.ingest.progress import IngestProgress
 
 
@@ -40,19 +41,12 @@ class _TimedProgress(IngestProgress):
 
 
 def _one_run(batch: int) -> None:
-    from shardstream.spark.ingest.query import IngestSettings, run_ingest
+    from shardstream.spark.ingest.query import run_ingest
     from shardstream.spark.ingest.session import build_session
 
     spark = build_session("local[2]")
-    options = {
-        "simulate": "true",
-        "shards": "3",
-        "entries": "1000",
-        "seed": "7",
-        "maxEventsPerTrigger": str(batch),
-    }
     root = Path(tempfile.mkdtemp(prefix="demo-ingest-time-")) / "lakehouse"
-    settings = IngestSettings(table=root, source_options=options, bounded=True)
+    settings = demo_settings(root, seed=7, operations=1000, batch=batch)
     start = time.perf_counter()
     progress = _TimedProgress(start)
     totals = run_ingest(spark, settings, progress)

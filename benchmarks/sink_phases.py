@@ -102,7 +102,13 @@ def _write_timed(sink: LakehouseSink, batch_id: int, table: pa.Table) -> BatchTi
     applied = time.perf_counter()
     if sink.layout is MirrorLayout.COLLECTIONS:
         write_collections(
-            sink.root, fresh, prepared, commit, history=sink.history, max_columns=sink.max_columns
+            sink.root,
+            fresh,
+            prepared,
+            commit,
+            history=sink.history,
+            max_columns=sink.max_columns,
+            buckets=sink.buckets,
         )
     typed = time.perf_counter()
     sink.mirror.write(prepared, commit)

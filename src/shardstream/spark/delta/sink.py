@@ -41,7 +41,7 @@ from shardstream.spark.delta.typed.paths import (
     state_table,
     table_path,
 )
-from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS, MirrorLayout
+from shardstream.spark.ingest import DEFAULT_BUCKETS, DEFAULT_MAX_COLUMNS, MirrorLayout
 from shardstream.spark.source.rows import EVENT_SCHEMA
 from shardstream.transform.raw.encoded_stream import quiet_collector
 
@@ -94,6 +94,7 @@ class LakehouseSink:
         layout: per-collection typed tables, or the one-table mirror.
         history: the per-collection layout also keeps each collection's SCD2 history.
         max_columns: the most field columns a collection table gets (the rest: _rescued).
+        buckets: the bucket count of a collection table this creates (``typed.buckets``).
     """
 
     def __init__(
@@ -108,12 +109,14 @@ class LakehouseSink:
         layout: MirrorLayout = MirrorLayout.SINGLE,
         history: bool = True,
         max_columns: int = DEFAULT_MAX_COLUMNS,
+        buckets: int = DEFAULT_BUCKETS,
     ) -> None:
         self.root = Path(root)
         self.app_id = app_id
         self.layout = layout
         self.history = history
         self.max_columns = max_columns
+        self.buckets = buckets
         check_layout(self.root, layout)
         self.changelog = DeltaChangelog(self.root)
         collections = layout is MirrorLayout.COLLECTIONS
@@ -159,6 +162,7 @@ class LakehouseSink:
                 commit,
                 history=self.history,
                 max_columns=self.max_columns,
+                buckets=self.buckets,
             )
             self._maybe_crash(CrashPoint.IN_COLLECTIONS, batch_id)
         mirrored = self.mirror.write(prepared, commit) if prepared is not None else None

@@ -101,6 +101,7 @@ def write_collection_rows(options: WriterOptions, rows: pa.Table) -> Written:
         ),
         history=options.history,
         max_columns=options.max_columns,
+        buckets=options.buckets,
     )
     options.maybe_crash("collections")
     return Written.unpickled(messages)

@@ -42,6 +42,25 @@ from shardstream.transform import ChangeStreamOptions
 # few enough that their fixed cost (~1.5 s each on 2 cores, whatever their size) does not
 # make the demo's ingest.
 DEMO_BATCH = 600
+# A lakehouse of a few hundred documents: 4 buckets (the README sizes B from the largest
+# collection's expected size; the default, 16, would write 16 files per table a batch).
+DEMO_BUCKETS = 4
+
+
+def demo_settings(
+    target: Path, *, seed: int, operations: int, batch: int = DEMO_BATCH
+) -> IngestSettings:
+    """The demo's ingest of the simulated 3-shard cluster into ``target``."""
+    options = {
+        "simulate": "true",
+        "shards": "3",
+        "entries": str(operations),
+        "seed": str(seed),
+        "maxEventsPerTrigger": str(batch),
+    }
+    return IngestSettings(
+        table=target, source_options=options, bounded=True, mirror_buckets=DEMO_BUCKETS
+    )
 
 
 def run_spark_demo(
@@ -63,19 +82,13 @@ def run_spark_demo(
     )
     expected = _merged_tokens(result)
     target = root or Path(tempfile.mkdtemp(prefix="shardstream-demo-")) / "lakehouse"
-    options = {
-        "simulate": "true",
-        "shards": str(config.shards),
-        "entries": str(operations),
-        "seed": str(seed),
-        "maxEventsPerTrigger": str(DEMO_BATCH),
-    }
     out.write(
         f"ingesting as: shardstream ingest --table {target} --simulate --shards 3 "
-        f"--entries {operations} --seed {seed} --max-events-per-batch {DEMO_BATCH}\n"
+        f"--entries {operations} --seed {seed} --max-events-per-batch {DEMO_BATCH} "
+        f"--mirror-buckets {DEMO_BUCKETS}\n"
     )
     out.flush()
-    settings = IngestSettings(table=target, source_options=options, bounded=True)
+    settings = demo_settings(target, seed=seed, operations=operations)
     with spark_session(master) as spark:
         totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
     out.write(f"{totals.batches} micro-batches, {totals.events} events\n\n")

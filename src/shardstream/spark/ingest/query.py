@@ -272,7 +272,10 @@ def _complete_tables(
         complete_mirror(settings.table, state)
     if collections:
         complete_collections(
-            settings.table, history=settings.history, max_columns=settings.max_columns
+            settings.table,
+            history=settings.history,
+            max_columns=settings.max_columns,
+            buckets=settings.mirror_buckets,
         )
 
 
@@ -348,6 +351,7 @@ class _BatchWriter:
                     layout=self.settings.mirror_layout,
                     history=self.settings.history,
                     max_columns=self.settings.max_columns,
+                    buckets=self.settings.mirror_buckets,
                 )
             outcome: BatchOutcome = self.sink.write_batch(frame.toArrow(), batch_id)
         except Exception as exc:

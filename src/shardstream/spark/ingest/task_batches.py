@@ -143,7 +143,7 @@ class TaskWrittenBatches:
                 strict=self._strict,
                 crash_at=crash,
             )
-            if apply and documents is not None:
+            if apply and documents is not None and self._buckets is not None:
                 options = dataclasses.replace(
                     options,
                     documents_version=documents.version(),
@@ -155,6 +155,7 @@ class TaskWrittenBatches:
                         collections=True,
                         history=self._collections.history,
                         max_columns=self._collections.max_columns,
+                        buckets=self._buckets,
                     )
             commit_written(options, run_tasks(self._tasks(frame, options)))
         self._report(app_id, batch_id, logged=log, applied=apply)

@@ -36,7 +36,7 @@ from shardstream.spark.delta.mirror.bucketed.bucket_writer import (
 )
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.typed.paths import STATE_TABLE
-from shardstream.spark.ingest import DEFAULT_MAX_COLUMNS
+from shardstream.spark.ingest import DEFAULT_BUCKETS, DEFAULT_MAX_COLUMNS
 
 # The column saying which copy of an event the change log takes: an event that names no
 # document goes to every bucket, and only bucket 0's copy is logged.
@@ -64,6 +64,7 @@ class WriterOptions:
             collections' tables are written by a second round of tasks).
         history: (collections) keep each collection's SCD2 history.
         max_columns: (collections) the most field columns a collection's table gets.
+        buckets: (collections) the bucket count of a collection table the batch creates.
         crash_at: the kill tests' hook: where this batch's process SIGKILLs itself,
             ``task`` (a task, after writing its files), ``collections`` (a collection
             task, after committing its tables), ``commit`` (the driver, before its
@@ -82,6 +83,7 @@ class WriterOptions:
     collections: bool = False
     history: bool = True
     max_columns: int = DEFAULT_MAX_COLUMNS
+    buckets: int = DEFAULT_BUCKETS
     crash_at: str = ""
 
     @property

@@ -22,6 +22,7 @@ from deltalake import write_deltalake
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import committed_watermark, open_table, table_rows
 from shardstream.spark.delta.snapshot.marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
+from shardstream.spark.delta.typed.buckets import BUCKET, description, document_buckets
 from shardstream.spark.delta.typed.history import (
     CURRENT,
     END_AT,
@@ -47,8 +48,11 @@ from shardstream.spark.delta.typed.schema import (
 )
 
 
-def complete_collections(root: str | Path, *, history: bool, max_columns: int) -> int | None:
-    """Create the collection tables of the state's snapshot that do not exist yet.
+def complete_collections(
+    root: str | Path, *, history: bool, max_columns: int, buckets: int
+) -> int | None:
+    """Create the collection tables of the state's snapshot that do not exist yet, each in
+    ``buckets`` buckets (``typed.buckets``).
 
     Returns:
         The tables created, or None when there is nothing to do (no snapshot in the state,
@@ -74,7 +78,7 @@ def complete_collections(root: str | Path, *, history: bool, max_columns: int) -
             path = table_path(root, kind_dir, db, coll)
             if open_table(path) is not None:
                 continue
-            table = _snapshot_table(kind, documents, decoded, max_columns)
+            table = _snapshot_table(kind, documents, decoded, max_columns, buckets)
             path.parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(
                 str(path),
@@ -82,6 +86,7 @@ def complete_collections(root: str | Path, *, history: bool, max_columns: int) -
                 mode="error",
                 partition_by=list(kind.partition_by) or None,
                 name=full_name(db, coll),
+                description=description(buckets),
                 configuration=CDF_CONFIGURATION,
                 commit_properties=marks.properties(),
             )
@@ -90,13 +95,18 @@ def complete_collections(root: str | Path, *, history: bool, max_columns: int) -
 
 
 def _snapshot_table(
-    kind: TableKind, rows: list[dict[str, Any]], documents: list[dict[str, Any]], max_columns: int
+    kind: TableKind,
+    rows: list[dict[str, Any]],
+    documents: list[dict[str, Any]],
+    max_columns: int,
+    buckets: int,
 ) -> pa.Table:
     columns = ColumnSet.of_schema(None, kind.reserved, max_columns)
     columns.fold(documents)
     arrays = columns.project(documents)
     arrays[DOC] = pa.array([bson.encode(document) for document in documents], pa.binary())
     arrays[DOCUMENT_ID] = pa.array([row["_documentId"] for row in rows], pa.string())
+    arrays[BUCKET] = document_buckets((row["_documentId"] for row in rows), buckets)
     tokens = pa.array([row["_id"] for row in rows], pa.string())
     times = pa.array([row["clusterTime"] for row in rows], kind_field(kind, CLUSTER_TIME).type)
     if kind is MIRROR_KIND:

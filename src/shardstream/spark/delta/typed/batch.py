@@ -97,8 +97,10 @@ def write_collections(
     *,
     history: bool,
     max_columns: int,
+    buckets: int,
 ) -> CollectionWrites:
-    """Write ``prepared`` (the state's preparation of ``fresh``) into the collection tables."""
+    """Write ``prepared`` (the state's preparation of ``fresh``) into the collection tables
+    (``buckets``: a created table's bucket count)."""
     documents = Documents()
     changes = collection_changes(root, fresh, prepared.versions, documents)
     finals = final_rows(prepared.source, documents)
@@ -106,7 +108,9 @@ def write_collections(
         namespace: CollectionShare(changes.get(namespace, []), finals.get(namespace))
         for namespace in {*finals, *changes}
     }
-    return write_shares(root, shares, lambda _: commit, history=history, max_columns=max_columns)
+    return write_shares(
+        root, shares, lambda _: commit, history=history, max_columns=max_columns, buckets=buckets
+    )
 
 
 def write_shares(
@@ -116,9 +120,11 @@ def write_shares(
     *,
     history: bool,
     max_columns: int,
+    buckets: int,
 ) -> CollectionWrites:
     """Each collection's share into its tables, in name order: its history's changes, then
-    its mirror's final rows, typed once for both; ``commit_of`` gives a share's markers."""
+    its mirror's final rows, typed once for both; ``commit_of`` gives a share's markers,
+    ``buckets`` a created table's bucket count."""
     mirrors: dict[Namespace, int | None] = {}
     written: dict[Namespace, int | None] = {}
     for namespace in sorted(shares):
@@ -135,6 +141,7 @@ def write_shares(
                 commit,
                 max_columns,
                 title=full_name(db, coll),
+                buckets=buckets,
                 typing=typing,
             )
         if share.finals is not None:
@@ -147,6 +154,7 @@ def write_shares(
                 commit,
                 max_columns,
                 title=full_name(db, coll),
+                buckets=buckets,
                 typing=typing,
             )
     return CollectionWrites(mirrors, written)

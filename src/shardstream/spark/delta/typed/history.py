@@ -16,7 +16,10 @@ The table is partitioned by ``_current`` (``__END_AT IS NULL``): a batch's MERGE
 rewrites the current versions' files only, so its cost follows the collection's live
 documents, not the history's length (unpartitioned, every batch rewrote nearly every file:
 a long ingest slowed down batch after batch); ended versions move to ``_current = false``,
-whose files a batch only adds to.  ``WHERE _current`` reads the current state alone.
+whose files a batch only adds to.  ``WHERE _current`` reads the current state alone.  Then
+by ``_bucket``, as the mirror (:mod:`~shardstream.spark.delta.typed.buckets`): of the
+current versions, a batch reads and rewrites the buckets it touches only (a batch that
+ends the whole collection reads them all).
 
 A batch is one MERGE: its new versions inserted; each document's open version from earlier
 batches ended by the batch's first change to it; and, when the batch ends the whole
@@ -40,6 +43,13 @@ from shardstream.spark.delta.commits import (
     open_table,
 )
 from shardstream.spark.delta.mirror.prepare import quoted, sql_literal
+from shardstream.spark.delta.typed.buckets import (
+    BUCKET,
+    BUCKET_FIELD,
+    bucket_literals,
+    document_buckets,
+    table_buckets,
+)
 from shardstream.spark.delta.typed.rows import RESCUED
 from shardstream.spark.delta.typed.schema import (
     CLUSTER_TIME,
@@ -67,9 +77,10 @@ HISTORY_KIND: Final = TableKind(
         pa.field(CLUSTER_TIME, CLUSTER_TIME_TYPE),
         pa.field(DOCUMENT_ID, pa.string()),
         pa.field(CURRENT, pa.bool_()),
+        BUCKET_FIELD,
     ),
     "history",
-    partition_by=(CURRENT,),
+    partition_by=(CURRENT, BUCKET),
 )
 # `t._current` first: delta-rs prunes the MERGE's target files by a partition literal.
 _MATCH: Final = (
@@ -142,26 +153,33 @@ def write_history(
     max_columns: int,
     *,
     title: str,
+    buckets: int,
     typing: BatchTyping | None = None,
 ) -> int | None:
     """Write a batch's versions of one collection into its history at ``path``.
 
     ``name`` is the table's name in its commit markers, ``title`` the collection's
-    ``<db>.<coll>`` (``paths.table_name``, ``full_name``); ``typing`` the batch's
-    typing work shared with the collection's mirror.
+    ``<db>.<coll>`` (``paths.table_name``, ``full_name``); ``buckets`` the bucket count if
+    this creates the table (a table keeps its own); ``typing`` the batch's typing work
+    shared with the collection's mirror.
 
     Returns:
         The versions inserted, or None when the table already has the batch (a replay).
+
+    Raises:
+        SinkError: a table not partitioned as this version writes it (an earlier one's).
     """
     stored = open_table(path)
     if already_committed(stored, commit, name):
         return None
-    if stored is not None and CURRENT not in stored.metadata().partition_columns:
-        raise SinkError(
-            f"expected the history table {path} partitioned by {CURRENT!r}, got partition "
-            f"columns {stored.metadata().partition_columns}: it was written by an earlier "
-            "shardstream; delete it (and the mirror's state) to ingest it anew"
-        )
+    if stored is not None:
+        if CURRENT not in stored.metadata().partition_columns:
+            raise SinkError(
+                f"expected the history table {path} partitioned by {CURRENT!r}, got partition "
+                f"columns {stored.metadata().partition_columns}: it was written by an earlier "
+                "shardstream; delete it (and the mirror's state) to ingest it anew"
+            )
+        buckets = table_buckets(stored, path)
     # A stream restarted below this table's watermark (its checkpoint lost after a crash
     # that left the table ahead) gives it changes it holds: their versions are stored.
     mark = committed_watermark(stored)
@@ -171,7 +189,7 @@ def write_history(
     documents = [change.document for change in found.rows if change.document is not None]
     shared = typing or BatchTyping()
     table, columns = evolved_table(
-        path, HISTORY_KIND, documents, max_columns, title, shared, stored=stored
+        path, HISTORY_KIND, documents, max_columns, title, shared, stored=stored, buckets=buckets
     )
     closing = list(found.stored_ends.items())
     rows: list[Mapping[str, Any] | None] = [*documents, *(None for _ in closing)]
@@ -187,13 +205,17 @@ def write_history(
         [*(c.document_id for c in found.rows), *(identity for identity, _ in closing)]
     )
     arrays[CURRENT] = pa.array([*(end is None for end in found.ends), *(False for _ in closing)])
+    arrays[BUCKET] = document_buckets(arrays[DOCUMENT_ID].to_pylist(), buckets)
     arrays[_CLOSE] = pa.array([False] * len(found.rows) + [True] * len(closing))
     source = pa.table(arrays)
     properties = commit.properties(name, mark)  # a schema commit carries none
+    match = _MATCH
+    if found.collection_end is None:
+        # Only the touched buckets' files are read. A batch that ends the collection ends
+        # every open version, which the MERGE finds only if it reads every bucket.
+        match = f"{bucket_literals(arrays[BUCKET])} AND {_MATCH}"
     merge = (
-        table.merge(
-            source, _MATCH, source_alias="s", target_alias="t", commit_properties=properties
-        )
+        table.merge(source, match, source_alias="s", target_alias="t", commit_properties=properties)
         .when_matched_update(updates={quoted(END_AT): f"s.{quoted(END_AT)}", **_ENDED})
         .when_not_matched_insert(
             updates=merge_columns(table, source.column_names), predicate=f"NOT s.{quoted(_CLOSE)}"

@@ -26,6 +26,7 @@ from deltalake import DeltaTable, Field, write_deltalake
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.mirror.prepare import quoted
+from shardstream.spark.delta.typed.buckets import description
 from shardstream.spark.delta.typed.rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
 
@@ -68,6 +69,7 @@ RESERVED_NAMES: Final = (
     "__END_AT",
     "_op",
     "_current",
+    "_bucket",
 )
 
 
@@ -145,6 +147,7 @@ def evolved_table(
     typing: BatchTyping | None = None,
     *,
     stored: DeltaTable | None,
+    buckets: int,
 ) -> tuple[DeltaTable, ColumnSet]:
     """The table at ``path`` with columns for ``documents`` (created if missing), and them.
 
@@ -153,6 +156,7 @@ def evolved_table(
         typing: the batch's shared typing work (None: none shared).
         stored: the table as the caller opened it to check its markers (None: it does not
             exist yet), so a batch reads each table's log once.
+        buckets: a created table's bucket count (``typed.buckets``).
     """
     table = stored
     schema = _schema(table)
@@ -167,6 +171,7 @@ def evolved_table(
             mode="ignore",
             partition_by=list(kind.partition_by) or None,
             name=name,
+            description=description(buckets),
             configuration=CDF_CONFIGURATION,
         )
         _log.info("%s %s: created with %d columns", kind.label, path, len(wanted))
@@ -207,6 +212,7 @@ def _rewrite(table: DeltaTable, kind: TableKind, columns: ColumnSet) -> None:
         mode="overwrite",
         schema_mode="overwrite",
         partition_by=list(kind.partition_by) or None,
+        description=table.metadata().description,  # the bucket count with it
     )
 
 
