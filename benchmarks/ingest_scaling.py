@@ -31,9 +31,9 @@ Sinks:
 Marginal rates (the events the larger corpus adds over the time it adds), and the CPU per
 event, marginal too, of every process of a run (``timing.CpuByKind``; a live
 source's emulated cluster is not among them), of the driver side (the driver's Python
-process and the Python workers Spark starts on the driver: the streaming source's planner,
-the writers' commits, the data sources' lookups; told apart from the tasks' workers by
-what they run), of the driver's Python process alone, and of the tasks' Python workers.
+process, where the tables are committed, and the Python workers Spark starts on the
+driver: the streaming source's planner, the data sources' lookups; told apart from the
+tasks' workers by what they run), of the driver's Python process alone, and of the tasks' Python workers.
 The planner's CPU per event is also measured on its own, in this process, by planning the
 whole corpus with the same limit, next to what the merged planner (the merge run in the
 driver, which the windows replace) spends on a live source.  Issue 27's T1 (a full ingest

@@ -49,8 +49,8 @@ def process_tree_cpu(root: int | None = None) -> float:
 
 
 # Spark's Python workers by what they run: the tasks' (on the executors) and the rest,
-# which Spark starts on the driver (the streaming source's planner, the writers' commits,
-# the data sources' lookup and planning).
+# which Spark starts on the driver (the streaming source's planner, the data sources'
+# lookup and planning).
 EXECUTOR_WORKER = "pyspark.worker"
 KINDS = ("root", "jvm", "tasks", "driver workers")
 
