@@ -33,12 +33,13 @@ event, marginal too, of every process of a run (``timing.CpuByKind``; a live
 source's emulated cluster is not among them), of the driver side (the driver's Python
 process, where the tables are committed, and the Python workers Spark starts on the
 driver: the streaming source's planner, the data sources' lookups; told apart from the
-tasks' workers by what they run), of the driver's Python process alone, and of the tasks' Python workers.
-The planner's CPU per event is also measured on its own, in this process, by planning the
-whole corpus with the same limit, next to what the merged planner (the merge run in the
-driver, which the windows replace) spends on a live source.  Issue 27's T1 (a full ingest
->= 0.5x noop), T3 (the change log >= 0.8x noop, local[2] >= 1.6x local[1]), T4 (the driver
-side's CPU per event <= 2 us) and T6 (a full ingest's local[2] >= 1.5x its local[1]).
+tasks' workers by what they run), of the driver's Python process alone, and of the
+tasks' Python workers.  The planner's CPU per event is also measured on its own, in this
+process, by planning the whole corpus with the same limit, next to what the merged planner
+(the merge run in the driver, which the windows replace) spends on a live source.
+Issue 27's T1 (a full ingest >= 0.5x noop), T3 (the change log >= 0.8x noop, local[2] >=
+1.6x local[1]), T4 (the driver side's CPU per event <= 2 us) and T6 (a full ingest's
+local[2] >= 1.5x its local[1]).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from shardstream.spark.ingest.task_writes import (
     MESSAGE_SCHEMA,
     WriterOptions,
     Written,
-    write_events,
+    write_task_events,
 )
 
 
@@ -57,13 +57,11 @@ class StateStage:
         self.options = options
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        read = list(batches)
-        if not read:
+        done = write_task_events(self.options, batches)
+        if done is None:
             return
-        options = self.options
-        written, applied = write_events(options, pa.Table.from_batches(read))
-        options.maybe_crash("task")
-        yield from bucket_rows(options.root, applied).to_batches()
+        written, applied = done
+        yield from bucket_rows(self.options.root, applied).to_batches()
         yield from message_rows(written.pickled()).to_batches()
 
 

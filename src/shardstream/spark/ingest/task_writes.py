@@ -163,9 +163,19 @@ class EventTasks:
         self.options = options
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        read = list(batches)
-        if not read:
-            return
-        written, _ = write_events(self.options, pa.Table.from_batches(read))
-        self.options.maybe_crash("task")
-        yield written.to_batch()
+        done = write_task_events(self.options, batches)
+        if done is not None:
+            yield done[0].to_batch()
+
+
+def write_task_events(
+    options: WriterOptions, batches: Iterator[pa.RecordBatch]
+) -> tuple[Written, list[AppliedBucket]] | None:
+    """A task's events written (:func:`write_events`), then the kill tests' ``task`` hook;
+    None for a task given no event."""
+    read = list(batches)
+    if not read:
+        return None
+    done = write_events(options, pa.Table.from_batches(read))
+    options.maybe_crash("task")
+    return done
