@@ -5,12 +5,12 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.demo_ingest_time [RUNS] [BATCH]
 
 Each run starts a fresh SparkSession (local[2], as the demo), then times ``run_ingest``
-on the demo's input and settings (``demo.demo_settings``: the simulated 3-shard cluster,
-1,000 operations, seed 7, its 1,742 events; 4 buckets) with ``maxEventsPerTrigger`` BATCH
-(default: the demo's), into a new lakehouse;
-it prints the wall time to each batch's end (the progress's call after the batch's
-commits) and in all.  One process per run: the JVM and Spark's Python workers start cold
-each time, as in ``make demo``.
+on the demo's input and settings (``demo.demo_settings``: the simulated 3-shard cluster's
+oplogs, 1,000 operations, seed 7, its 1,742 events, written as files first; 4 buckets)
+with ``maxEventsPerTrigger`` BATCH (default: the demo's), into a new lakehouse; it prints
+the wall time to each batch's end (the progress's call after the batch's commits) and in
+all.  One process per run: the JVM and Spark's Python workers start cold each time, as in
+``make demo``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.demo import DEMO_BATCH, demo_settings
 from shardstream.spark.ingest.progress import IngestProgress
@@ -44,9 +45,10 @@ def _one_run(batch: int) -> None:
     from shardstream.spark.ingest.query import run_ingest
     from shardstream.spark.ingest.session import build_session
 
+    directory = Path(tempfile.mkdtemp(prefix="demo-ingest-time-"))
+    oplogs = SimulatedCluster(SimulationConfig(seed=7, shards=3, operations=1000)).run()
+    settings = demo_settings(directory / "lakehouse", oplogs.write_oplogs(directory), batch=batch)
     spark = build_session("local[2]")
-    root = Path(tempfile.mkdtemp(prefix="demo-ingest-time-")) / "lakehouse"
-    settings = demo_settings(root, seed=7, operations=1000, batch=batch)
     start = time.perf_counter()
     progress = _TimedProgress(start)
     totals = run_ingest(spark, settings, progress)

@@ -1,8 +1,9 @@
 """What ``make demo`` shows: a simulated 3-shard cluster → Spark → Delta change log + mirror.
 
 The simulator runs a seeded workload (inserts, ``$v:2`` updates, deletes, multi-shard
-transactions, chunk migrations) on three shards; ``shardstream ingest`` streams the
-merged change stream through Spark in micro-batches into ``<root>/changelog`` and
+transactions, chunk migrations) on three shards and writes each shard's oplog as a BSON
+file (as ``mongodump`` of ``local.oplog.rs`` would); ``shardstream ingest --shard`` streams
+the merged change stream through Spark in micro-batches into ``<root>/changelog`` and
 a typed table per collection, ``<root>/mirror/<db>/<coll>``, with its SCD2 history and
 change data feed; it shows a few typed rows, one document's history and a batch's change
 feed, then checks, without Spark, that the change log holds every event of the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -48,18 +50,25 @@ DEMO_BUCKETS = 4
 
 
 def demo_settings(
-    target: Path, *, seed: int, operations: int, batch: int = DEMO_BATCH
+    target: Path, oplogs: Mapping[str, Path], *, batch: int = DEMO_BATCH
 ) -> IngestSettings:
-    """The demo's ingest of the simulated 3-shard cluster into ``target``."""
+    """The demo's ingest of the simulated cluster's ``oplogs`` (a file per shard) into
+    ``target``: ``shardstream ingest`` with :func:`demo_flags`."""
     options = {
-        "simulate": "true",
-        "shards": "3",
-        "entries": str(operations),
-        "seed": str(seed),
+        "oplog": ",".join(f"{name}={path}" for name, path in oplogs.items()),
         "maxEventsPerTrigger": str(batch),
     }
     return IngestSettings(
         table=target, source_options=options, bounded=True, mirror_buckets=DEMO_BUCKETS
+    )
+
+
+def demo_flags(target: Path, oplogs: Mapping[str, Path]) -> str:
+    """The ``shardstream ingest`` flags :func:`demo_settings` stands for."""
+    shards = " ".join(f"--shard {name}={path}" for name, path in oplogs.items())
+    return (
+        f"--table {target} {shards} --max-events-per-batch {DEMO_BATCH} "
+        f"--mirror-buckets {DEMO_BUCKETS}"
     )
 
 
@@ -82,13 +91,10 @@ def run_spark_demo(
     )
     expected = _merged_tokens(result)
     target = root or Path(tempfile.mkdtemp(prefix="shardstream-demo-")) / "lakehouse"
-    out.write(
-        f"ingesting as: shardstream ingest --table {target} --simulate --shards 3 "
-        f"--entries {operations} --seed {seed} --max-events-per-batch {DEMO_BATCH} "
-        f"--mirror-buckets {DEMO_BUCKETS}\n"
-    )
+    oplogs = result.write_oplogs(target.parent / "oplogs")
+    out.write(f"ingesting as: shardstream ingest {demo_flags(target, oplogs)}\n")
     out.flush()
-    settings = demo_settings(target, seed=seed, operations=operations)
+    settings = demo_settings(target, oplogs)
     with spark_session(master) as spark:
         totals = run_ingest(spark, settings, IngestProgress(sys.stderr))
     out.write(f"{totals.batches} micro-batches, {totals.events} events\n\n")
