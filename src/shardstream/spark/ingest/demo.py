@@ -41,7 +41,7 @@ from shardstream.spark.ingest.session import spark_session
 from shardstream.transform import ChangeStreamOptions
 
 # Three micro-batches of the 1,742 events: enough to show batches following each other,
-# few enough that their fixed cost (~1.5 s each on 2 cores, whatever their size) does not
+# few enough that their fixed cost (~2 s each on 2 cores, whatever their size) does not
 # make the demo's ingest.
 DEMO_BATCH = 600
 # A lakehouse of a few hundred documents: 4 buckets (the README sizes B from the largest
