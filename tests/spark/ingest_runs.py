@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
+from pyspark.errors import StreamingQueryException
 
 from shardstream.cli.ingest import CRASH_ENV
 from shardstream.merger import MergedStream
@@ -22,7 +27,10 @@ from shardstream.sim.apply_events import apply_events, encoded_state
 from shardstream.spark.delta.changelog.table import DeltaChangelog
 from shardstream.spark.delta.mirror.check import changelog_difference, mirror_state, read_table
 from shardstream.spark.delta.mirror.table import DeltaMirror
+from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.delta.typed.paths import state_table
+from shardstream.spark.ingest.progress import IngestProgress
+from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
 RUN_TIMEOUT_SECS = 300
@@ -104,3 +112,14 @@ def check_consistent(root: Path, events: list[ChangeEvent]) -> dict[str, Any]:
     documents = (event.document for event in events[:applied])
     assert mirror_state(read_table(root, "mirror")) == encoded_state(apply_events(documents))
     return {"changelog": held, "mirror": applied}
+
+
+def killed_in_process(spark: Any, settings: IngestSettings, point: CrashPoint, batch: int) -> str:
+    """Run ``settings``' ingest in this process with a task killed at ``point`` of ``batch``
+    (a Spark task's kill fails the query, not this process); its app id prefix, the tables'
+    markers' ``<prefix>:<table>``."""
+    crashing = dataclasses.replace(settings, crash_at_for_test=(point, batch))
+    with pytest.raises(StreamingQueryException):
+        run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+    query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
+    return f"{APP_PREFIX}:{query}"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import signal
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,10 @@ from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from shardstream.spark.ingest.query import IngestSettings, run_ingest
 from shardstream.spark.ingest.task_batches import by_bucket
 from shardstream.spark.ingest.task_writes import LOGGED
-from tests.spark.ingest_runs import ingest_process
+from tests.spark.ingest_runs import ingest_process, killed_in_process
 from tests.spark.lakehouse_checks import (
     driver_mirror_rows,
     event_batches,
@@ -98,11 +97,7 @@ def test_a_killed_task_is_replayed_once(spark: Any, tmp_path: Path) -> None:
     replays the batch, and both tables end exact."""
     options, result, events = simulated_input("simulate", tmp_path, **SIMULATION)
     settings = _settings(tmp_path / "lake", options)
-    crashing = dataclasses.replace(settings, crash_at_for_test=(CrashPoint.IN_BATCH, 1))
-    with pytest.raises(StreamingQueryException):
-        run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
-    query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
-    app = f"{APP_PREFIX}:{query}"
+    app = killed_in_process(spark, settings, CrashPoint.IN_BATCH, 1)
     for table in (MIRROR_TABLE, CHANGELOG_TABLE):
         assert DeltaTable(str(settings.table / table)).transaction_version(f"{app}:{table}") == 0
     run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from pyspark.errors import StreamingQueryException
 
 from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
@@ -33,12 +31,12 @@ from shardstream.spark.delta.typed.paths import (
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import (
-    APP_PREFIX,
     IngestSettings,
     run_ingest,
     tables_written_by_tasks,
 )
 from tests.spark.collection_checks import assert_same_tables, driver_collection_tables
+from tests.spark.ingest_runs import killed_in_process
 from tests.spark.lakehouse_checks import event_batches, expected_state, simulated_input
 
 SIMULATION = {"seed": 33, "shards": 3, "operations": 200}
@@ -83,11 +81,7 @@ def test_a_collection_task_killed_after_its_commits_is_replayed_into_the_tables_
     task's kill and the commit's, with this layout: ``test_kill_ingest.py``.)"""
     options, result, events = simulated_input("simulate", tmp_path, **SIMULATION)
     settings = _settings(tmp_path / "lake", options)
-    crashing = dataclasses.replace(settings, crash_at_for_test=(CrashPoint.IN_COLLECTIONS, 1))
-    with pytest.raises(StreamingQueryException):
-        run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
-    query = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
-    app = f"{APP_PREFIX}:{query}"
+    app = killed_in_process(spark, settings, CrashPoint.IN_COLLECTIONS, 1)
     state = DeltaTable(str(settings.table / STATE_TABLE))
     assert state.transaction_version(f"{app}:{STATE_TABLE}") == 0
     held = [

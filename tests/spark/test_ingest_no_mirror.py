@@ -3,16 +3,13 @@ the driver once per batch, exactly once, and equal to the reference pipeline's r
 
 from __future__ import annotations
 
-import dataclasses
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from pyspark.errors import StreamingQueryException
 
 from shardstream.cli.ingest_options import source_options
 from shardstream.cli.main import _build_parser
@@ -26,9 +23,9 @@ from shardstream.spark.delta.changelog.task_files import (
 from shardstream.spark.delta.commits import open_table, table_rows
 from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from shardstream.spark.ingest.query import IngestSettings, run_ingest
 from shardstream.spark.source.rows import PUBLIC_COLUMNS
-from tests.spark.ingest_runs import ingest_process
+from tests.spark.ingest_runs import ingest_process, killed_in_process
 from tests.spark.lakehouse_checks import (
     event_batches,
     merged_events,
@@ -52,11 +49,6 @@ def _stored_rows(root: Path) -> list[dict[str, Any]]:
     table = table_rows(DeltaTable(str(root / CHANGELOG_TABLE)))
     rows: list[dict[str, Any]] = table.sort_by("_id").cast(CHANGELOG_SCHEMA).to_pylist()
     return rows
-
-
-def _query_id(settings: IngestSettings) -> str:
-    query_id: str = json.loads((settings.checkpoint_path / "metadata").read_text())["id"]
-    return query_id
 
 
 def _referenced(root: Path) -> set[str]:
@@ -135,12 +127,9 @@ def test_a_killed_task_fails_the_batch_and_the_rerun_writes_it_once(
         bounded=True,
         mirror=False,
     )
-    crashing = dataclasses.replace(settings, crash_at_for_test=(CrashPoint.IN_BATCH, 1))
-    with pytest.raises(StreamingQueryException):
-        run_ingest(spark, crashing, IngestProgress(io.StringIO(), interactive=False))
+    app = killed_in_process(spark, settings, CrashPoint.IN_BATCH, 1)
     table = DeltaTable(str(settings.table / CHANGELOG_TABLE))
-    app = f"{APP_PREFIX}:{_query_id(settings)}:{CHANGELOG_TABLE}"
-    assert table.transaction_version(app) == 0  # the killed batch: no commit
+    assert table.transaction_version(f"{app}:{CHANGELOG_TABLE}") == 0  # no commit
     run_ingest(spark, settings, IngestProgress(io.StringIO(), interactive=False))
     assert _stored_rows(settings.table) == _reference_rows(events)
     assert _referenced(settings.table) < _parquet_files(settings.table)

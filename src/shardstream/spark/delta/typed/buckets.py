@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from shardstream.errors import SinkError
@@ -77,7 +78,7 @@ def document_buckets(document_ids: Iterable[str], buckets: int) -> pa.Array:
 def bucket_literals(column: pa.Array, alias: str = "t") -> str:
     """``<alias>._bucket IN (...)`` over the buckets ``column`` holds: the predicate that
     lets a MERGE read only those buckets' files (``FALSE`` for none)."""
-    present = sorted({value for value in column.to_pylist() if value is not None})
+    present = sorted(pc.unique(column.drop_null()).to_pylist())
     if not present:
         return "FALSE"
     return f"{alias}.{quoted(BUCKET)} IN ({', '.join(str(value) for value in present)})"

@@ -115,6 +115,7 @@ class _Versions:
     """A batch's versions of one collection, before they are written."""
 
     rows: list[Change] = dataclasses.field(default_factory=list)
+    identities: list[str] = dataclasses.field(default_factory=list)  # each row's _documentId
     ends: list[str | None] = dataclasses.field(default_factory=list)
     # Open versions stored by earlier batches: ended by the document's first change...
     stored_ends: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -141,6 +142,7 @@ def _versions(changes: Sequence[Change]) -> _Versions:
         if change.document is not None:
             open_rows[identity] = len(found.rows)
             found.rows.append(change)
+            found.identities.append(identity)
             found.ends.append(None)
     return found
 
@@ -201,11 +203,10 @@ def write_history(
     arrays[CLUSTER_TIME] = pa.array(
         [*(c.cluster_time for c in found.rows), *(None for _ in closing)], CLUSTER_TIME_TYPE
     )
-    arrays[DOCUMENT_ID] = pa.array(
-        [*(c.document_id for c in found.rows), *(identity for identity, _ in closing)]
-    )
+    identities = [*found.identities, *(identity for identity, _ in closing)]
+    arrays[DOCUMENT_ID] = pa.array(identities)
     arrays[CURRENT] = pa.array([*(end is None for end in found.ends), *(False for _ in closing)])
-    arrays[BUCKET] = document_buckets(arrays[DOCUMENT_ID].to_pylist(), buckets)
+    arrays[BUCKET] = document_buckets(identities, buckets)
     arrays[_CLOSE] = pa.array([False] * len(found.rows) + [True] * len(closing))
     source = pa.table(arrays)
     properties = commit.properties(name, mark)  # a schema commit carries none
