@@ -12,6 +12,8 @@ collection, read through each side's router as raw BSON, must be the same bytes.
 * Into a replica set, through the CLI: killed with SIGKILL in its stream phase, a second
   round of changes made while it is down, then the same command again with
   ``--idle-exit`` and ``--verify``: it resumes from its checkpoint (no new copy).
+* The cutover: a sync into a replica set committed through its control (the source's
+  writes blocked by ``setUserWriteBlockMode``, the target equal, ``COMMITTED``).
 
 NEVER RUN.  These tests were written and type-checked on machines without a Docker engine;
 they have not run against a real server, so their waits, the workload's DDL on 8.0 and
@@ -147,3 +149,45 @@ def test_a_killed_cli_sync_into_a_replica_set_resumes_to_equal(docker_engine: No
         assert "sync stopped: 0 documents copied" in err  # resumed: no second copy
         assert dst[DB].orders.find_one({"_id": "last-2"}) is not None
         _assert_same(src, dst, source.uri, target_uri)
+
+
+def test_a_commit_blocks_the_real_sources_writes_and_leaves_the_target_equal(
+    docker_engine: None,
+) -> None:
+    """The cutover against real servers: ``setUserWriteBlockMode`` through a real mongos
+    (every shard refuses user writes with 371), the stream applied past the source's time
+    after the block, verify equal, ``COMMITTED``; then the block is lifted by hand."""
+    from shardstream.cluster_sync import SyncJob, SyncOptions
+    from shardstream.cluster_sync.control_api import ControlApi
+
+    with (
+        sharded_cluster(IMAGE) as source,
+        replica_set(IMAGE) as target_uri,
+        _client(source.uri) as src,
+        _client(target_uri) as dst,
+    ):
+        seed_source(src)
+        job = SyncJob(SyncOptions(source=source.uri, target=target_uri))
+        api = ControlApi(job, port=0).start()
+        sync = SyncThread(job.run)
+        try:
+            wait_for(
+                lambda: job.control.state == "STREAMING" or not sync.running, "the stream", WAIT_S
+            )
+            change_source(src, 1, source.shard_uris)
+            job.control.commit()
+            wait_for(
+                lambda: job.control.state in ("COMMITTED", "STREAMING", "FAILED"),
+                "the commit's end",
+                WAIT_S,
+            )
+            assert job.control.state == "COMMITTED", job.progress()
+            assert sync.join(WAIT_S).caught_up
+            with pytest.raises(Exception) as refused:  # noqa: PT011 - the code is what counts
+                src[DB].orders.insert_one({"_id": "after-commit"})
+            assert getattr(refused.value, "code", None) == 371
+            _assert_same(src, dst, source.uri, target_uri)
+        finally:
+            job.stop()
+            api.stop()
+            src.admin.command({"setUserWriteBlockMode": 1, "global": False})

@@ -14,7 +14,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure, PyMongoError
 
 from shardstream.errors import ShardstreamError
-from shardstream.oplog.redaction import redact_text
+from shardstream.oplog.redaction import password_of, redact_text
 
 
 @dataclass(frozen=True)
@@ -25,19 +25,6 @@ class Fence:
     t_open: float
     t_end: float
     expected: int  # documents written with t_open <= sent < t_end
-
-
-def password_of(uri: str) -> str:
-    """The password in ``uri``'s userinfo, or "" (so it can be hidden wherever it appears).
-
-    >>> password_of("mongodb://app:s3cret@h1,h2/?replicaSet=rs0")
-    's3cret'
-    >>> password_of("mongodb://h1/")
-    ''
-    """
-    rest = uri.partition("://")[2]
-    userinfo, at, _ = rest.rpartition("@")
-    return userinfo.partition(":")[2] if at else ""
 
 
 def error_text(exc: BaseException, uri: str) -> str:

@@ -30,12 +30,12 @@ from bson.timestamp import Timestamp
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from shardstream.bench.common import Fence, cluster_time, error_text, open_client, password_of
+from shardstream.bench.common import Fence, cluster_time, error_text, open_client
 from shardstream.bench.emulated import BENCH_NAMESPACE
 from shardstream.bench.latency_report import header, stream_report
 from shardstream.bench.tail import TailSpec, tail
 from shardstream.errors import ConfigurationError, ShardstreamError
-from shardstream.oplog.redaction import redact_text
+from shardstream.oplog.redaction import password_of, redact_text
 
 _OPEN_TIMEOUT_S = 120.0  # four spawned tailer processes on a busy 2-core box take seconds
 _INSERTS_HINT = (

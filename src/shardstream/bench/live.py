@@ -24,10 +24,10 @@ import bson
 from bson.timestamp import Timestamp
 from pymongo.errors import PyMongoError
 
-from shardstream.bench.common import cluster_time, error_text, open_client, password_of
+from shardstream.bench.common import cluster_time, error_text, open_client
 from shardstream.bench.latency_report import positions_report
 from shardstream.errors import ConfigurationError, ShardstreamError
-from shardstream.oplog.redaction import redact_text
+from shardstream.oplog.redaction import password_of, redact_text
 from shardstream.resume_token import decode_token_document
 from shardstream.stream import watch
 

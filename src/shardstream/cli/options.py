@@ -151,7 +151,7 @@ def check_mongodb_uri(option: str, uri: str) -> None:
     from pymongo import MongoClient
     from pymongo.errors import PyMongoError
 
-    from shardstream.bench.common import password_of
+    from shardstream.oplog.redaction import password_of
 
     try:
         with warnings.catch_warnings():

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from types import FrameType
 from typing import Final
 
 from shardstream.cli.options import check_mongodb_uri, parse_timestamp
+from shardstream.cli.sync_api import add_api_arguments, run_action, serve_until_interrupted
 from shardstream.errors import ShardstreamError
 from shardstream.oplog.redaction import redact_text
 
@@ -23,9 +25,9 @@ DEFAULT_CONNECT_TIMEOUT_S: Final = 10.0
 DEFAULT_IDLE_EXIT_WAIT_S: Final = 30.0
 
 
-def _add_scope(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", required=True, metavar="URI", help="the source mongos URI")
-    parser.add_argument("--target", required=True, metavar="URI", help="the target URI")
+def _add_scope(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("--source", required=required, metavar="URI", help="the source mongos URI")
+    parser.add_argument("--target", required=required, metavar="URI", help="the target URI")
     parser.add_argument("--db", help="sync only this database")
     parser.add_argument("--coll", help="sync only this collection of --db")
     parser.add_argument(
@@ -54,9 +56,10 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         description="Copy every namespace in scope as of the source's majority cluster time "
         "T0, then apply the merged change stream from T0 with idempotent writes, storing the "
         "resume token in the target (shardstream_sync.checkpoints) after each acknowledged "
-        "batch. Run again to resume.",
+        "batch. Run again to resume. With --api-port, a progress and control API (commit, "
+        "pause, resume); `shardstream sync status|commit|pause|resume` talk to it.",
     )
-    _add_scope(sync)
+    _add_scope(sync, required=False)  # the wrappers need neither
     sync.add_argument("--sync-id", default="default", help="the checkpoint's key")
     sync.add_argument(
         "--writers", type=int, help="parallel writers (default: the number of source shards)"
@@ -138,6 +141,7 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="compare source and target once the stream has caught up after a copy (a "
         "report on stderr), and again when the sync stops (its exit code)",
     )
+    add_api_arguments(sync)
     sync.set_defaults(handler=_run_sync)
     verify = commands.add_parser(
         "verify",
@@ -151,8 +155,19 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _run_sync(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        return run_action(args)
+    if args.source is None or args.target is None:
+        print(
+            "shardstream sync: error: expected --source and --target (or an action: "
+            "status, commit, pause, resume)",
+            file=sys.stderr,
+        )
+        return 2
     from shardstream.cluster_sync import NamespaceMap, SyncJob, SyncOptions
+    from shardstream.cluster_sync.control_api import ControlApi, read_token_file
 
+    api = None
     try:
         check_mongodb_uri("--source", args.source)
         check_mongodb_uri("--target", args.target)
@@ -176,18 +191,36 @@ def _run_sync(args: argparse.Namespace) -> int:
             start_at=args.start_at_operation_time,
             restart=args.restart,
             verify_after_copy=args.verify,
+            write_blocking=not args.no_write_blocking,
+            commit_timeout_s=args.commit_timeout,
         )
         job = SyncJob(options, report=lambda line: print(line, file=sys.stderr, flush=True))
+        if args.api_port is not None:
+            token = None if args.api_token_file is None else read_token_file(args.api_token_file)
+            api = ControlApi(job, host=args.api_host, port=args.api_port, token=token).start()
+            print(f"sync API at {api.url}", file=sys.stderr, flush=True)
+        ended = threading.Event()
 
         def interrupted(_signum: int, _frame: FrameType | None) -> None:
-            print("stopping after the batch in flight...", file=sys.stderr, flush=True)
+            if not ended.is_set():
+                print("stopping after the batch in flight...", file=sys.stderr, flush=True)
+            ended.set()
             job.stop()
 
         previous = signal.signal(signal.SIGINT, interrupted)
+        previous_term = signal.signal(signal.SIGTERM, interrupted)
         try:
             result = job.run()
+            if api is not None and job.control.state == "COMMITTED" and not ended.is_set():
+                print(
+                    "sync committed: the target may take writes; the API stays up until Ctrl-C",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                serve_until_interrupted(ended)
         finally:
             signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
         print(
             f"sync stopped: {result.copied:,} documents copied, {result.applied:,} events "
             f"applied, {result.conflicts} conflicts handled; checkpoint {result.token}; "
@@ -200,6 +233,9 @@ def _run_sync(args: argparse.Namespace) -> int:
     except Exception as exc:  # any failure: one line, without credentials
         print(f"shardstream sync: error: {_error_line(exc, args)}", file=sys.stderr)
         return 1
+    finally:
+        if api is not None:
+            api.stop()
 
 
 def _run_verify(args: argparse.Namespace) -> int:
@@ -230,7 +266,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _error_line(exc: BaseException, args: argparse.Namespace) -> str:
     # Imported here: bench.common needs pymongo, which the offline commands never load.
-    from shardstream.bench.common import error_text, password_of
+    from shardstream.bench.common import error_text
+    from shardstream.oplog.redaction import password_of
 
     # Our errors say what was expected; a driver error is shown by its code and errmsg.
     text = str(exc) if isinstance(exc, ShardstreamError) else error_text(exc, args.source)

@@ -10,13 +10,17 @@ Before anything is written the run refuses what would do harm (a target that is 
 source, maps that collide or name nothing, a checkpoint of another source), and a run
 ends saying whether the target had caught up with the source's committed time, read
 from its shards (``SyncResult.caught_up``): ``idle_exit_s`` stops only once it has.
+
+:attr:`SyncJob.control` takes pause, resume and commit requests from other threads (the
+HTTP API, ``control_api``), acted on between batches; :meth:`SyncJob.progress` is the
+progress document they read. A commit (``sync_cutover``) ends the run once the target is
+equal to the write-blocked source.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from bson.timestamp import Timestamp
@@ -24,23 +28,22 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from shardstream.cluster_sync.batch_applier import BatchApplier
-from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
 from shardstream.cluster_sync.cluster_identity import open_cluster, refuse_same_cluster
 from shardstream.cluster_sync.compare_clusters import VerifyReport, verify
-from shardstream.cluster_sync.idle_exit import IdleExit
-from shardstream.cluster_sync.idle_noop import IdleShardNudger
 from shardstream.cluster_sync.initial_copy import CopyProgress, copy_collections
 from shardstream.cluster_sync.namespace_checks import refuse_unsafe_scope
+from shardstream.cluster_sync.progress_document import progress_document
 from shardstream.cluster_sync.source_catalog import majority_time
 from shardstream.cluster_sync.source_clock import SourceClock
+from shardstream.cluster_sync.stream_phase import StreamPhase, applied_through
+from shardstream.cluster_sync.sync_control import COPYING, STREAMING, SyncControl
+from shardstream.cluster_sync.sync_cutover import Cutover
 from shardstream.cluster_sync.sync_options import SyncOptions, SyncResult
 from shardstream.cluster_sync.sync_progress import SyncProgress
 from shardstream.cluster_sync.target_catalog import refuse_targets_holding_data
 from shardstream.errors import ChangeStreamHistoryLost, ShardstreamError
-from shardstream.oplog.redaction import redact_uri
-from shardstream.resume_token import decode_token_document
-from shardstream.stream import ChangeStream, watch
+from shardstream.oplog.redaction import password_of, redact_text, redact_uri
 
 __all__ = ["SyncJob", "SyncOptions", "SyncResult"]
 
@@ -53,8 +56,11 @@ class SyncJob:
     ) -> None:
         """Args: the options, and where progress lines go (None: nowhere)."""
         self.options = options
+        self.control = SyncControl()
         self._stopping = threading.Event()
         self._report = report
+        self._progress = SyncProgress(None)  # replaced as the run starts
+        self._applier: BatchApplier | None = None
 
     def __repr__(self) -> str:
         return f"SyncJob({self.options!r})"  # the options' repr redacts the URIs
@@ -62,6 +68,17 @@ class SyncJob:
     def stop(self) -> None:
         """Stop after the batch in flight is applied and checkpointed (thread-safe)."""
         self._stopping.set()
+        self.control.wake()
+
+    def progress(self) -> dict[str, Any]:
+        """The progress document the API serves (thread-safe; see ``progress_document``)."""
+        applier = self._applier
+        return progress_document(
+            self.control,
+            self._progress.sample(),
+            sync_id=self.options.sync_id,
+            conflicts=0 if applier is None else applier.conflicts,
+        )
 
     def run(self) -> SyncResult:
         """Copy (unless a checkpoint says it is done), then apply the stream until stopped.
@@ -74,6 +91,14 @@ class SyncJob:
                 a new initial copy is needed (``--restart``).
             SyncConflict: a duplicate key on the target under ``on_conflict="fail"``.
         """
+        try:
+            return self._connect_and_run()
+        except BaseException as exc:
+            secrets = (password_of(self.options.source), password_of(self.options.target))
+            self.control.failed(redact_text(str(exc), *secrets) or type(exc).__name__)
+            raise
+
+    def _connect_and_run(self) -> SyncResult:
         options = self.options
         source = open_cluster(options.source, "source", options.connect_timeout_s)
         try:
@@ -109,7 +134,7 @@ class SyncJob:
             refuse_targets_holding_data(source, target, options.namespaces)
         if options.restart:
             store.clear()
-        progress = SyncProgress(self._report, clock.newest)
+        progress = self._progress = SyncProgress(self._report, clock.newest)
         copied = CopyProgress()
         if checkpoint is None and options.start_at is not None:
             checkpoint = Checkpoint("stream", options.start_at)
@@ -118,6 +143,7 @@ class SyncJob:
         if copied_now:
             t0 = majority_time(source) if checkpoint is None else checkpoint.t0
             store.save(Checkpoint("copy", t0))
+            self.control.enter(COPYING)
             progress.phase("copy", copied)
             with progress.ticking():
                 copy_collections(
@@ -141,7 +167,7 @@ class SyncJob:
             store.save(checkpoint)
         assert checkpoint is not None  # loaded, or stored by the copy just done
         writers = options.writers or len(source.admin.command("listShards")["shards"])
-        applier = BatchApplier(
+        applier = self._applier = BatchApplier(
             target,
             options.namespaces,
             writers=max(1, writers),
@@ -150,7 +176,8 @@ class SyncJob:
             shard_target=options.shard_target,
             retry_for_s=options.retry_for_s,
         )
-        progress.phase("stream", copied, _applied_through(checkpoint.token, checkpoint.t0))
+        progress.phase("stream", copied, applied_through(checkpoint.token, checkpoint.t0))
+        self.control.enter(STREAMING)
         checks: list[VerifyReport] = []
 
         def verify_caught_up() -> None:
@@ -161,8 +188,23 @@ class SyncJob:
                     self._report(f"verify, caught up after the copy: {line}")
 
         after_copy = verify_caught_up if options.verify_after_copy and copied_now else None
+
+        def cutover() -> Cutover:
+            return Cutover(
+                source,
+                target,
+                source_uri=options.source,
+                clock=clock,
+                namespaces=options.namespaces,
+                write_blocking=options.write_blocking,
+                timeout_s=options.commit_timeout_s,
+                report=self._report,
+            )
+
         try:
-            stream = self._stream(store, checkpoint, applier, progress, clock, after_copy)
+            stream = StreamPhase(options, self.control, self._stopping).run(
+                store, checkpoint, applier, progress, clock, after_copy, cutover
+            )
         except ChangeStreamHistoryLost as exc:
             # Raised by watch() or, later, by a shard's reader (the check of a shard's
             # oldest entry runs on its tailer thread): either way the hint belongs here.
@@ -180,90 +222,9 @@ class SyncJob:
             stream.token,
             checkpoint.t0,
             copy_verify,
-            _applied_through(stream.token, checkpoint.t0),
-            stream.source_time,
+            applied_through(stream.token, checkpoint.t0),
+            stream.source_time or _read(clock),
         )
-
-    def _open(self, checkpoint: Checkpoint) -> ChangeStream:
-        start: dict[str, Any] = (
-            {"resume_after": checkpoint.token}
-            if checkpoint.token is not None
-            else {"start_at_operation_time": checkpoint.t0}
-        )
-        # The URI, not the client: the shards' connections need its credentials.
-        return watch(
-            self.options.source,
-            show_expanded_events=True,
-            show_raw_update_description=True,
-            batch_size=self.options.batch_size,
-            max_await_time_ms=200,
-            **start,
-        )
-
-    def _stream(
-        self,
-        store: CheckpointStore,
-        checkpoint: Checkpoint,
-        applier: BatchApplier,
-        progress: SyncProgress,
-        clock: SourceClock,
-        after_copy: Callable[[], None] | None,
-    ) -> _StreamEnd:
-        namespaces = self.options.namespaces
-        applied = 0
-        saved = checkpoint.token  # the last token stored
-        idle = IdleExit(self.options.idle_exit_s, self.options.idle_exit_wait_s, clock)
-        interval = self.options.idle_noop_interval_s
-        nudger = None if interval is None else IdleShardNudger(self.options.source, interval)
-        with self._open(checkpoint) as stream, contextlib.ExitStack() as cleanup:
-            if nudger is not None:
-                cleanup.callback(nudger.close)
-            # Batch n+1 is read and planned while batch n is applied.
-            reader = BatchReader(stream, namespaces, self.options.batch_size)
-            cleanup.callback(reader.close)
-
-            def save(at: Mapping[str, Any] | None) -> None:
-                # After a batch and around its DDL events; a batch ending with a DDL event
-                # would otherwise store the same token twice.
-                nonlocal saved
-                if at is not None and at != saved:
-                    store.save(Checkpoint("stream", checkpoint.t0, at))
-                    saved = at
-
-            while not self._stopping.is_set():
-                batch = reader.next()
-                applier.apply(batch.items, checkpoint=save)
-                applied += batch.events
-                save(batch.token)
-                through = _applied_through(saved, checkpoint.t0)
-                progress.batch(batch.events, through, batch.positions)
-                if nudger is not None:
-                    nudger.check(batch.positions)
-                # Events held back are pending, not caught up, and keep the sync awake.
-                quiet = not batch.events and not batch.held
-                if quiet and after_copy is not None:
-                    after_copy()  # nothing ready: the stream has caught up with the copy
-                    after_copy = None
-                if idle.done(quiet, through):
-                    break
-        progress.done()
-        return _StreamEnd(applied, saved, idle.source_time or _read(clock))
-
-
-class _StreamEnd:
-    """What the stream phase leaves: events applied, the last token stored, and the
-    source's time it was measured against (None: unread)."""
-
-    def __init__(
-        self, applied: int, token: Mapping[str, Any] | None, source_time: Timestamp | None
-    ) -> None:
-        self.applied, self.token, self.source_time = applied, token, source_time
-
-
-def _applied_through(token: Mapping[str, Any] | None, t0: Timestamp) -> Timestamp:
-    """The cluster time the target holds everything before: the stored token's, or T0
-    (the copy's, whose stream starts there)."""
-    return t0 if token is None else decode_token_document(token).cluster_time
 
 
 def _read(clock: SourceClock) -> Timestamp | None:

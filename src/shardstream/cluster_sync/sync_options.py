@@ -16,6 +16,7 @@ from shardstream.cluster_sync.batch_applier import CONFLICT_POLICIES
 from shardstream.cluster_sync.compare_clusters import VerifyReport
 from shardstream.cluster_sync.initial_copy import COPY_BATCH, COPY_RANGE_DOCS
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.sync_cutover import DEFAULT_COMMIT_TIMEOUT_S
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S
 from shardstream.errors import ConfigurationError
 from shardstream.oplog.redaction import redacted_repr
@@ -62,6 +63,10 @@ class SyncOptions:
         verify_after_copy: once the stream has first caught up after this run's copy
             (a batch found nothing ready), compare source and target (``verify``) and
             report it; exact when the source was quiet meanwhile.
+        write_blocking: a commit blocks the source's user writes (``setUserWriteBlockMode``);
+            False: the user promises to have stopped them (``--no-write-blocking``).
+        commit_timeout_s: how long a commit may take to apply up to the source's time
+            after the block before it fails (and lifts the block).
     """
 
     source: str
@@ -84,6 +89,8 @@ class SyncOptions:
     start_at: Timestamp | None = None
     restart: bool = False
     verify_after_copy: bool = False
+    write_blocking: bool = True
+    commit_timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S
 
     def __post_init__(self) -> None:
         # Refused here, before a run: a zero or an empty value would otherwise surface
@@ -111,6 +118,7 @@ class SyncOptions:
             "--connect-timeout": self.connect_timeout_s,
             "--idle-noop-interval": self.idle_noop_interval_s,
             "retry_for_s": self.retry_for_s,
+            "--commit-timeout": self.commit_timeout_s,
         }
         for flag, value in seconds.items():
             if value is not None and not value >= 0:  # NaN too

@@ -7,11 +7,16 @@ taken from what the merge has seen; so it is never 0 while the merge holds event
 Per shard: how far its position in the merge (its promise) is behind the newest one.  An
 idle shard's position moves only with its periodic no-op, which is why one idle shard can
 hold the whole stream back by up to that interval.
+
+The same numbers are kept for the progress API (:meth:`SyncProgress.sample`): the source's
+time as last read (about once a second, whether or not a line is written), the applied
+time, the shards' positions and the counts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +29,28 @@ from shardstream.cluster_sync.initial_copy import CopyProgress
 from shardstream.errors import ShardstreamError
 
 REPORT_EVERY_S: Final = 1.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProgressSample:
+    """The progress as last measured.
+
+    Attributes:
+        phase: ``copy`` or ``stream``.
+        copied / estimated: documents copied, and the sources' estimated counts.
+        applied: events applied by this run.
+        applied_through: the stored checkpoint's cluster time (None: not streaming yet).
+        source_time: the source's newest committed time as last read (None: unread).
+        positions: each shard's position in the merge, after the last batch.
+    """
+
+    phase: str
+    copied: int
+    estimated: int
+    applied: int
+    applied_through: Timestamp | None
+    source_time: Timestamp | None
+    positions: Mapping[str, Timestamp | None]
 
 
 class SyncProgress:
@@ -47,6 +74,8 @@ class SyncProgress:
         self._window_events = 0
         self._window_start = time.monotonic()
         self._shards = ""
+        self._positions: Mapping[str, Timestamp | None] = {}
+        self._source_read: Timestamp | None = None
 
     def phase(
         self, name: str, copy: CopyProgress, applied_through: Timestamp | None = None
@@ -89,6 +118,7 @@ class SyncProgress:
         self._applied += events
         self._window_events += events
         self._applied_through = applied_through
+        self._positions = dict(positions)
         known = [ts for ts in positions.values() if ts is not None]
         newest = max(known, default=None)
         if newest is not None:
@@ -103,7 +133,7 @@ class SyncProgress:
         if self._phase != "stream" or self._source_time is None:
             return "-"
         try:
-            newest = self._source_time()
+            newest = self._source_read = self._source_time()
         except (ShardstreamError, PyMongoError):
             return "? (the source's time could not be read)"
         applied = self._applied_through
@@ -118,9 +148,31 @@ class SyncProgress:
         """Write the final line."""
         self._emit(force=True)
 
+    def refresh(self) -> None:
+        """Measure (and write the line) if it is due: while nothing is applied, as when
+        paused, the lag still grows."""
+        self._emit()
+
+    def sample(self) -> ProgressSample:
+        """The numbers as last measured."""
+        copy = self._copy
+        return ProgressSample(
+            self._phase,
+            copy.copied,
+            copy.total,
+            self._applied,
+            self._applied_through,
+            self._source_read,
+            self._positions,
+        )
+
     def _emit(self, *, force: bool = False) -> None:
         now = time.monotonic()
-        if self._report is None or (not force and now - self._last_line < REPORT_EVERY_S):
+        if not force and now - self._last_line < REPORT_EVERY_S:
+            return
+        lag = self._lag()  # read for the progress API too, when no line is written
+        self._last_line = now
+        if self._report is None:
             return
         window = max(now - self._window_start, 1e-9)
         run = max(now - self._started, 1e-9)
@@ -128,9 +180,8 @@ class SyncProgress:
         self._report(
             f"sync {self._phase}: copied {copy.copied:,}/{copy.total:,} documents, "
             f"applied {self._applied:,} events ({self._window_events / window:,.0f} events/s, "
-            f"run {self._applied / run:,.0f}/s), lag {self._lag()}"
+            f"run {self._applied / run:,.0f}/s), lag {lag}"
             + (f", shards: {self._shards}" if self._shards else "")
         )
-        self._last_line = now
         self._window_events = 0
         self._window_start = now

@@ -6,11 +6,13 @@ may not have taken before the connection dropped is simply sent again, and the w
 lane wait meanwhile, so nothing is reordered.  What counts as "away" is the tailers'
 classification (:func:`shardstream.oplog.live.faults.classify`): network errors,
 elections and timeouts heal; a refused login or any other server error does not, and is
-raised at once.
+raised at once.  Every retry is counted (:data:`TARGET_RETRIES`, for the progress API and
+its metrics): one count per process, as the target is one per sync process.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -22,6 +24,22 @@ from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify
 DEFAULT_RETRY_FOR_S: Final = 300.0
 _BACKOFF: Final = RetryPolicy(initial_backoff=0.1, max_backoff=5.0)  # its delays only
 _T = TypeVar("_T")
+
+
+class RetryCount:
+    """How many target writes were sent again (the writer lanes retry at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self) -> None:
+        """Count one retry."""
+        with self._lock:
+            self.value += 1
+
+
+TARGET_RETRIES: Final = RetryCount()
 
 
 def retrying(call: Callable[[], _T], retry_for_s: float = DEFAULT_RETRY_FOR_S) -> _T:
@@ -40,4 +58,5 @@ def retrying(call: Callable[[], _T], retry_for_s: float = DEFAULT_RETRY_FOR_S) -
             delay = _BACKOFF.delay(attempt)
             if classify(exc) is not Verdict.RETRY or time.monotonic() + delay > deadline:
                 raise
+            TARGET_RETRIES.add()
             time.sleep(delay)

@@ -10,8 +10,8 @@ gossiped in ``$clusterTime``.
 
 Reads keep their wider routing: ``find`` and ``aggregate`` (and ``count``, so they agree)
 read every shard, so documents a test loads on another shard are still seen;
-``listDatabases`` sums every shard's databases, and ``appendOplogNote`` writes its no-op on
-every shard.
+``listDatabases`` sums every shard's databases, ``appendOplogNote`` writes its no-op on
+every shard, and ``setUserWriteBlockMode`` sets (or lifts) every shard's write block.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from bson.timestamp import Timestamp
 from shardstream.emulator.catalog_commands import count_handler, database_lister
 from shardstream.emulator.faults import CommandError
 from shardstream.emulator.node import EmulatedNode
+from shardstream.emulator.user_write_block import parse_block_mode
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
@@ -79,6 +80,8 @@ def register_routing(
         return primary().run_command(gossiped(body))
 
     def to_every_shard(body: Body) -> Body:
+        if next(iter(body), "").lower() == "setuserwriteblockmode":
+            parse_block_mode(body)  # refused here, before any shard takes it
         for shard in shards():
             shard.run_command(gossiped(body))
         return {"ok": 1.0}
@@ -86,5 +89,6 @@ def register_routing(
     for name in TO_PRIMARY_SHARD:
         commands[name] = forward
     commands["appendoplognote"] = to_every_shard
+    commands["setuserwriteblockmode"] = to_every_shard
     commands["listdatabases"] = database_lister(lambda: [shard.store for shard in shards()])
     commands["count"] = count_handler(documents)

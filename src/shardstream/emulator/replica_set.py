@@ -25,6 +25,7 @@ from shardstream.emulator.ddl_commands import DdlCommands
 from shardstream.emulator.index_commands import IndexCommands
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.oplog import OplogCursor, OplogStore
+from shardstream.emulator.user_write_block import UserWriteBlock
 from shardstream.emulator.write_commands import WriteCommands
 from shardstream.emulator.write_oplog import OplogWriter
 from shardstream.emulator.write_path import WritePath
@@ -72,6 +73,8 @@ class EmulatedReplicaSet(EmulatedNode):
             commands.register(self._commands)
         writes.transactions.register(self._commands)
         CatalogCommands(self.store).register(self._commands)
+        self.write_block = UserWriteBlock()  # wraps the write handlers registered above
+        self.write_block.register(self._commands)
 
     @property
     def uri(self) -> str:

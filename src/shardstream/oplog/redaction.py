@@ -71,6 +71,19 @@ def redact_uri(uri: str) -> str:
     return scheme + rest
 
 
+def password_of(uri: str) -> str:
+    """The password in ``uri``'s userinfo, or "" (so it can be hidden wherever it appears).
+
+    >>> password_of("mongodb://app:s3cret@h1,h2/?replicaSet=rs0")
+    's3cret'
+    >>> password_of("mongodb://h1/")
+    ''
+    """
+    rest = uri.partition("://")[2]
+    userinfo, at, _ = rest.rpartition("@")
+    return userinfo.partition(":")[2] if at else ""
+
+
 def redact_text(text: str, *secrets: str) -> str:
     """Redact every MongoDB URI inside ``text``, and any of ``secrets`` that still appear.
 
