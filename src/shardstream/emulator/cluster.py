@@ -5,12 +5,13 @@ The mongos answers what shard discovery needs: ``hello`` with ``msg: "isdbgrid"`
 (``name/127.0.0.1:port``) point at the emulated replica sets, so real discovery code
 reaches the shards without any address mapping; ``getShardMap`` names the config
 server too, whose oplog records every shard added or removed while the cluster runs.
-Writes and DDL are forwarded to the first shard, which holds every collection created
-through mongos; ``find`` reads every shard (see ``mongos_routing``). ``enableSharding`` and
+Writes and DDL of unsharded collections are forwarded to the first shard (the primary);
+``find`` reads every shard (see ``mongos_routing``). ``enableSharding`` and
 ``shardCollection`` record a collection as sharded in ``config.collections`` (which
-``find`` reads from the config server), and :meth:`EmulatedCluster.shard_collection`
-declares one for a test; its documents still live on the first shard
-(see ``sharding_commands``).
+``find`` reads from the config server) with its chunks (``chunk_migration``), by which its
+writes are routed (``chunk_routing``); :meth:`EmulatedCluster.shard_collection` declares
+one for a test (one chunk, on the first shard), :meth:`EmulatedCluster.move_chunk` and
+:meth:`EmulatedCluster.balancer` migrate chunks.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any, Self
 
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.chunk_migration import Balancer, ChunkCatalog
+from shardstream.emulator.chunk_routing import ChunkRouter
 from shardstream.emulator.config_server import CONFIG_VERSION_NS, EmulatedConfigServer
 from shardstream.emulator.faults import require_admin
 from shardstream.emulator.mongos_routing import register_routing
@@ -42,13 +45,23 @@ class EmulatedMongos(EmulatedNode):
         self._cluster = cluster
         self._commands["listshards"] = self._list_shards
         self._commands["getshardmap"] = self._get_shard_map
-        # Writes and DDL go to the primary shard (the first); see mongos_routing.
+        # Writes and DDL go to the primary shard (the first); see mongos_routing. CRUD of
+        # a collection with chunks goes by them (chunk_routing), its DDL to every shard.
         register_routing(
             self._commands, lambda: cluster.shards, self.collection_docs, self.cluster_time
         )
         self.sharding = ShardingCatalog(
-            cluster.config.store, lambda: cluster.shards, self.dispatch, self.cluster_time
+            cluster.config.store,
+            lambda: cluster.shards,
+            self.dispatch,
+            self.cluster_time,
+            on_sharded=lambda entry, spread: self.chunks.created(entry, spread=spread),
         )
+        self.chunks = ChunkCatalog(lambda: cluster.shards, self.sharding.sharded)
+        ChunkRouter(
+            lambda: cluster.shards, self.chunks.for_ns, self.cluster_time, self.chunks.lock
+        ).register(self._commands)
+        self.chunks.register(self._commands)
         self.sharding.register(self._commands)
         self._commands["update"] = update_targeting(
             self._commands["update"], self.sharding.sharded, max_wire_version
@@ -69,8 +82,15 @@ class EmulatedMongos(EmulatedNode):
             return self._cluster.shard_documents()
         if ns in (*CATALOG_NAMESPACES, CONFIG_VERSION_NS):  # the config server's
             return self._cluster.config.store.documents(ns)
-        # mongos holds no user data: like the router, answer a find from every shard.
-        routed = [doc for shard in self._cluster.shards for doc in shard.collection_docs(ns)]
+        # mongos holds no user data: like the router, answer a find from every shard, and
+        # of a collection with chunks only what each shard owns (not a migration's copies).
+        chunks = self.chunks.for_ns(ns)
+        routed = [
+            doc
+            for shard in self._cluster.shards
+            for doc in shard.collection_docs(ns)
+            if chunks is None or chunks.owner(doc) == shard.name
+        ]
         return super().collection_docs(ns) + routed
 
     def _list_shards(self, body: Body) -> Body:
@@ -167,13 +187,21 @@ class EmulatedCluster:
         """Declare ``ns`` sharded on ``key``, as a fixture: nothing is logged.
 
         ``config.collections`` shows it from then on; the collection is created on the
-        first shard if missing (with a shard-key index if it has none), and its documents
-        stay there. Returns the ``config.collections`` entry.
+        first shard if missing (with a shard-key index if it has none), and its one chunk
+        stays there until moved. Returns the ``config.collections`` entry.
 
         Raises:
             CommandError: ``BadValue`` for a key that is no shard-key pattern.
         """
         return self.mongos.sharding.declare(ns, key, unique=unique)
+
+    def move_chunk(self, ns: str, find: Mapping[str, Any], to: str) -> None:
+        """Migrate the chunk of ``ns`` holding ``find``'s key value to shard ``to``."""
+        self.mongos.run_command({"moveChunk": ns, "find": dict(find), "to": to, "$db": "admin"})
+
+    def balancer(self, interval_s: float, seed: int = 0) -> Balancer:
+        """A started chunk mover: one migration every ``interval_s`` (``stop()`` it)."""
+        return Balancer(self.mongos.chunks, lambda: self.shards, interval_s, seed).start()
 
     @property
     def uri(self) -> str:

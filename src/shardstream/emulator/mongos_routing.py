@@ -1,12 +1,12 @@
 """Emulator: how the emulated mongos routes writes, DDL and catalog reads to its shards.
 
-Every collection a client creates or writes through mongos lives on the cluster's
-*primary shard*, the first shard (in creation order), as a database's primary shard holds
-its unsharded collections; a collection declared sharded (``sharding_commands``) stays
-there too, with no chunks elsewhere. So every write, every DDL command,
-``listCollections`` / ``listIndexes`` and the transaction commands are forwarded to it
-(in-process, through :meth:`EmulatedNode.run_command`) with the mongos's cluster time
-gossiped in ``$clusterTime``.
+Every unsharded collection a client creates or writes through mongos lives on the
+cluster's *primary shard*, the first shard (in creation order), as a database's primary
+shard holds its unsharded collections. So DDL and ``listCollections`` / ``listIndexes``
+are forwarded to it (in-process, through :meth:`EmulatedNode.run_command`) with the
+mongos's cluster time gossiped in ``$clusterTime``; CRUD and the transaction commands are
+then taken over by ``chunk_routing``, which sends a sharded collection's writes to the
+shards owning their chunks (and the rest here too).
 
 Reads keep their wider routing: ``find`` and ``aggregate`` (and ``count``, so they agree)
 read every shard, so documents a test loads on another shard are still seen;
@@ -46,6 +46,17 @@ TO_PRIMARY_SHARD: Final = (
 )
 
 
+def gossip(body: Body, now: Timestamp) -> Body:
+    """``body`` with the newest cluster time the mongos knows (``now``, or the client's).
+
+    As a real mongos does, so that a shard logs its next write after every shard's last.
+    """
+    sent = (body.get("$clusterTime") or {}).get("clusterTime")
+    if isinstance(sent, Timestamp) and sent > now:
+        now = sent
+    return {**body, "$clusterTime": {**(body.get("$clusterTime") or {}), "clusterTime": now}}
+
+
 def register_routing(
     commands: dict[str, Handler],
     shards: Callable[[], Sequence[EmulatedNode]],
@@ -62,13 +73,7 @@ def register_routing(
     """
 
     def gossiped(body: Body) -> Body:
-        # As a real mongos does, send the newest cluster time it knows (its own, or the
-        # client's), so that a shard logs its next write after every shard's last one.
-        now = cluster_time()
-        sent = (body.get("$clusterTime") or {}).get("clusterTime")
-        if isinstance(sent, Timestamp) and sent > now:
-            now = sent
-        return {**body, "$clusterTime": {**(body.get("$clusterTime") or {}), "clusterTime": now}}
+        return gossip(body, cluster_time())
 
     def primary() -> EmulatedNode:
         current = shards()

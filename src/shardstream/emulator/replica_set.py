@@ -25,6 +25,7 @@ from shardstream.emulator.ddl_commands import DdlCommands
 from shardstream.emulator.index_commands import IndexCommands
 from shardstream.emulator.node import Body, EmulatedNode
 from shardstream.emulator.oplog import OplogCursor, OplogStore
+from shardstream.emulator.transactions import TransactionTable
 from shardstream.emulator.user_write_block import UserWriteBlock
 from shardstream.emulator.write_commands import WriteCommands
 from shardstream.emulator.write_oplog import OplogWriter
@@ -90,6 +91,16 @@ class EmulatedReplicaSet(EmulatedNode):
     def shard_host(self) -> str:
         """The ``config.shards`` host string: ``name/127.0.0.1:port``."""
         return f"{self.name}/{self.host}"
+
+    @property
+    def transactions(self) -> TransactionTable:
+        """The node's open transactions (mongos commits a cross-shard one through them)."""
+        return self._writes.transactions
+
+    @property
+    def oplog_writer(self) -> OplogWriter:
+        """What stamps and appends this node's writes."""
+        return self._writes.oplog
 
     # -- oplog control -----------------------------------------------------------------
 

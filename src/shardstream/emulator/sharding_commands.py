@@ -8,9 +8,10 @@ and has none, each logged there as mongod logs it, then the ``shardCollection`` 
 change stream reports. :meth:`ShardingCatalog.declare` does the same for a test fixture
 without logging anything, so a source cluster can hold a sharded collection at T0.
 
-A sharded collection is *declared* only: its documents stay on the primary shard (the first
-one), with no chunks, balancer or migrations, and every read and write is routed as for an
-unsharded collection (:mod:`~shardstream.emulator.mongos_routing`). The emulator answers as
+Each collection recorded gets its chunks (``on_sharded``, kept by ``chunk_migration``): a
+hashed key of an empty collection spread over the shards, anything else (a fixture's
+``declare`` too) one chunk on the primary shard; ``chunk_routing`` routes by them. The
+emulator answers as
 mongod 6.0+ does, where ``enableSharding`` is optional; ``drop``, ``dropDatabase`` and
 ``renameCollection`` through mongos keep the catalog in step.
 
@@ -96,8 +97,11 @@ class ShardingCatalog:
         shards: Callable[[], Sequence[EmulatedReplicaSet]],
         dispatch: Handler,
         cluster_time: Callable[[], Timestamp],
+        on_sharded: Callable[[Body, bool], None] | None = None,
     ) -> None:
-        """Keep the catalog in ``config_store``."""
+        """Keep the catalog in ``config_store``; ``on_sharded(entry, spread)`` is told of
+        each collection recorded (spread: presplit over the shards)."""
+        self._on_sharded = on_sharded
         self._catalog = config_store
         self._shards = shards
         self._dispatch = dispatch
@@ -127,7 +131,7 @@ class ShardingCatalog:
             coll = store.get(ns) or store.create(ns, {})
             if not any(_serves(spec, pattern, unique) for spec in coll.indexes):
                 coll.add_index(index_spec(_index_for(pattern, unique)))
-            return self._record(ns, pattern, unique, coll.ui)
+            return self._record(ns, pattern, unique, coll.ui, spread=False)
 
     def enable_sharding(self, body: Body) -> Body:
         """Answer ``enableSharding``: record the database (optional since 6.0)."""
@@ -181,7 +185,8 @@ class ShardingCatalog:
                     )
                 spec = _index_for(pattern, unique)
                 self._dispatch({"createIndexes": name, "indexes": [spec], "$db": db})
-            self._record(ns, pattern, unique, coll.ui)
+            spread = "hashed" in pattern.values() and not coll.count()
+            self._record(ns, pattern, unique, coll.ui, spread=spread)
             o2 = {
                 "shardCollection": ns,
                 "shardKey": pattern,
@@ -237,7 +242,7 @@ class ShardingCatalog:
                 DATABASES_NS, {"_id": db, "primary": self._primary().name, "version": version}
             )
 
-    def _record(self, ns: str, key: Body, unique: bool, ui: Binary) -> Body:
+    def _record(self, ns: str, key: Body, unique: bool, ui: Binary, *, spread: bool) -> Body:
         entry = {
             "_id": ns,
             "lastmodEpoch": ObjectId(),
@@ -249,6 +254,8 @@ class ShardingCatalog:
             "noBalance": False,
         }
         self._put(COLLECTIONS_NS, entry)
+        if self._on_sharded is not None:
+            self._on_sharded(entry, spread)
         return entry
 
     def _get(self, catalog: str, _id: str) -> Body | None:

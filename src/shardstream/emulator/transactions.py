@@ -10,6 +10,13 @@ copy of each collection would make every transaction cost as much as the collect
 ``admin.$cmd``, with the session fields first and a null ``prevOpTime``, as mongod logs a
 transaction that fits one entry; a transaction that wrote nothing logs nothing.
 
+A transaction that wrote on several shards is committed by the emulated mongos in two
+phases (``chunk_routing``): :meth:`TransactionTable.prepare` logs each participant's
+operations as one ``applyOps`` with ``prepare: true``, then
+:meth:`TransactionTable.commit_prepared` logs ``{commitTransaction: 1, commitTimestamp}``
+at exactly the commit time the coordinator picked, ``prevOpTime`` pointing at the prepare
+entry, as a participant of a cross-shard transaction does.
+
 Unlike mongod there is no isolation: other sessions see a transaction's writes before it
 commits. A write with ``lsid`` and ``txnNumber`` but no ``autocommit: false`` is a
 retryable write, not a transaction, and is logged on its own.
@@ -26,6 +33,7 @@ from typing import Any, Final
 
 import bson
 from bson.int64 import Int64
+from bson.timestamp import Timestamp
 
 from shardstream.emulator.document_store import Collection, DocumentStore
 from shardstream.emulator.faults import CommandError, require_admin
@@ -86,6 +94,12 @@ def _session(body: Body) -> tuple[bytes, Body, int]:
     if not isinstance(lsid, dict) or not isinstance(txn_number, int):
         raise CommandError(72, "InvalidOptions", "a transaction needs both 'lsid' and 'txnNumber'")
     return bson.encode(lsid), lsid, int(txn_number)
+
+
+def _entry(lsid: Body, txn_number: int, o: Body) -> Body:
+    """A transaction's oplog entry on ``admin.$cmd``: the session fields first."""
+    session = {"lsid": {**lsid, "uid": _ANONYMOUS_UID}, "txnNumber": Int64(txn_number)}
+    return {**session, "op": "c", "ns": "admin.$cmd", "o": o}
 
 
 def _no_such(txn_number: int) -> CommandError:
@@ -168,12 +182,46 @@ class TransactionTable:
                     return {"ok": 1.0}
                 raise _no_such(txn_number)
             if txn.ops:
-                session = {"lsid": {**lsid, "uid": _ANONYMOUS_UID}, "txnNumber": Int64(txn_number)}
-                entry = {**session, "op": "c", "ns": "admin.$cmd", "o": {"applyOps": txn.ops}}
-                self._oplog.write(entry, transaction=True)
+                o = {"applyOps": txn.ops}
+                self._oplog.write(_entry(lsid, txn_number, o), transaction=True)
             del self._open[key]
             self._committed[key] = txn_number
         return {"ok": 1.0}
+
+    def open_namespaces(self) -> set[str]:
+        """The namespaces open transactions wrote (a migration waits for them to end)."""
+        with self._store.lock:
+            return {op.get("ns", "") for txn in self._open.values() for op in txn.ops}
+
+    def has_writes(self, body: Body) -> bool:
+        """Whether the session's open transaction wrote here (the caller holds the lock)."""
+        key, _, txn_number = _session(body)
+        txn = self._open.get(key)
+        return txn is not None and txn.txn_number == txn_number and bool(txn.ops)
+
+    def prepare(self, body: Body) -> Timestamp | None:
+        """Log the session's open transaction as prepared; its ``ts`` (None: it wrote
+        nothing here, a read-only participant, which logs nothing). Caller holds the lock.
+        """
+        key, lsid, txn_number = _session(body)
+        txn = self._open.get(key)
+        if txn is None or txn.txn_number != txn_number:
+            raise _no_such(txn_number)
+        if not txn.ops:
+            del self._open[key]
+            return None
+        o = {"applyOps": txn.ops, "prepare": True}
+        return self._oplog.write(_entry(lsid, txn_number, o), transaction=True)
+
+    def commit_prepared(self, body: Body, prepared: Timestamp, commit_ts: Timestamp) -> None:
+        """Log the commit of the transaction prepared at ``prepared``, at ``commit_ts``."""
+        key, lsid, txn_number = _session(body)
+        o = {"commitTransaction": 1, "commitTimestamp": commit_ts}
+        self._oplog.write(
+            _entry(lsid, txn_number, o), transaction=True, at=commit_ts, prev=prepared
+        )
+        self._open.pop(key, None)
+        self._committed[key] = txn_number
 
     def abort(self, body: Body) -> Body:
         """Answer ``abortTransaction``: put back what the transaction changed."""

@@ -99,6 +99,9 @@ class OplogWriter:
         """Write to ``oplog``."""
         self.oplog = oplog
         self._clock: Timestamp | None = None  # the newest cluster time a request gossiped
+        # Set by a chunk migration (or a sharded DDL's other shards) while it holds the
+        # node's store lock: every entry it logs then carries fromMigrate, as mongod's do.
+        self.from_migrate = False
 
     def advance(self, cluster_time: Timestamp) -> None:
         """Log every later write after ``cluster_time`` (mongod's logical clock)."""
@@ -106,7 +109,27 @@ class OplogWriter:
             if self._clock is None or cluster_time > self._clock:
                 self._clock = cluster_time
 
-    def write(self, body: Mapping[str, Any], *, transaction: bool = False) -> Timestamp:
+    def next_ts(self) -> Timestamp:
+        """The ``ts`` the next write would take now (a prepared transaction's coordinator
+        reads every participant's to pick the commit time)."""
+        with self.oplog.changed:
+            return self._next(self.oplog.last_ts)
+
+    def _next(self, last_entry: Timestamp | None) -> Timestamp:
+        last = max((t for t in (last_entry, self._clock) if t is not None), default=None)
+        now = int(time.time())
+        if last is None or now > last.time:
+            return Timestamp(now, 1)
+        return Timestamp(last.time, last.inc + 1)
+
+    def write(
+        self,
+        body: Mapping[str, Any],
+        *,
+        transaction: bool = False,
+        at: Timestamp | None = None,
+        prev: Timestamp | None = None,
+    ) -> Timestamp:
         """Log ``body`` at the next ``ts`` and majority-commit it; return the ``ts``.
 
         The ``ts`` is strictly after the newest entry and the newest gossiped cluster time:
@@ -117,16 +140,17 @@ class OplogWriter:
             body: The entry without optime fields.
             transaction: Add ``prevOpTime`` (null: the first and only entry of the
                 transaction), as a transaction's ``applyOps`` entry has.
+            at: Log at exactly this ``ts`` (a prepared transaction's commit), which must
+                be after the newest entry.
+            prev: With ``transaction``, the ``prevOpTime`` (the prepare entry's ``ts``).
         """
         with self.oplog.changed:  # one writer at a time: the ts choice and append are atomic
-            last = max(
-                (t for t in (self.oplog.last_ts, self._clock) if t is not None), default=None
-            )
-            now = int(time.time())
-            if last is None or now > last.time:
-                ts = Timestamp(now, 1)
-            else:
-                ts = Timestamp(last.time, last.inc + 1)
+            ts = self._next(self.oplog.last_ts) if at is None else at
+            last_ts = self.oplog.last_ts
+            if last_ts is not None and ts <= last_ts:
+                raise ValueError(f"expected a ts after {last_ts}, got {ts}")
+            if self.from_migrate:
+                body = {**body, "fromMigrate": True}
             entry: Body = {
                 **body,
                 "ts": ts,
@@ -135,7 +159,9 @@ class OplogWriter:
                 "wall": datetime.datetime.now(datetime.UTC),
             }
             if transaction:
-                entry["prevOpTime"] = dict(NULL_OP_TIME)
+                entry["prevOpTime"] = (
+                    dict(NULL_OP_TIME) if prev is None else {"ts": prev, "t": TERM}
+                )
             self.oplog.append(entry)
             majority = self.oplog.majority
             if majority is None or ts > majority:
