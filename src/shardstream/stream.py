@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -28,6 +28,7 @@ from shardstream.oplog.live.cluster import connect_live_cluster
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, ResumeTokenData, decode_token_document
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
+from shardstream.transform.namespace_filter import pattern_list
 from shardstream.transform.raw.event_writer import encode_event_document
 from shardstream.transform.raw.pipeline import fast_path_applies
 
@@ -81,9 +82,13 @@ class ChangeStream:
                 time.sleep(_POLL_INTERVAL_S)
         raise StopIteration
 
-    def try_next(self) -> dict[str, Any] | None:
-        """Return the next event if one is ready now, else None (and advance ``resume_token``)."""
-        event = self._pop_event()
+    def try_next(self, *, wait: bool = True) -> dict[str, Any] | None:
+        """Return the next event if one is ready now, else None (and advance ``resume_token``).
+
+        ``wait=False``: never wait ``max_await_time_ms`` for live shards (one look at what
+        the merge holds), for a caller that paces its own reads.
+        """
+        event = self._pop_event(wait)
         if event is None:
             return None
         try:
@@ -113,12 +118,12 @@ class ChangeStream:
         self._advance(event.document["_id"])
         return encode_event_document(event.document)
 
-    def _pop_event(self) -> ChangeEvent | None:
+    def _pop_event(self, wait: bool = True) -> ChangeEvent | None:
         if self._closed:
             return None
         if not self._batch:
             try:
-                self._fetch_batch()
+                self._fetch_batch(wait)
             except BaseException:
                 # As pymongo: a fatal error closes the stream (nothing here is resumable;
                 # the caller resumes from resume_token with a new watch()).
@@ -134,8 +139,9 @@ class ChangeStream:
         else:
             self._resume_token = dict(event_id)
 
-    def _fetch_batch(self) -> None:
-        deadline = None if self._max_await_s is None else time.monotonic() + self._max_await_s
+    def _fetch_batch(self, wait: bool) -> None:
+        await_s = self._max_await_s if wait else None
+        deadline = None if await_s is None else time.monotonic() + await_s
         while True:
             events, resume_token = self._merged.next_batch(self._batch_size)
             self._batch.extend(events)
@@ -183,6 +189,8 @@ def watch(
     *,
     db: str | None = None,
     coll: str | None = None,
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
     pipeline: Sequence[Mapping[str, Any]] | None = None,
     full_document: str | None = None,
     full_document_before_change: str | None = None,
@@ -211,6 +219,12 @@ def watch(
             shard name -> :class:`~shardstream.oplog.OplogSource` (files, the simulator).
         db: watch one database (default: the whole cluster).
         coll: watch one collection of ``db``.
+        include / exclude: ``DB.COLL`` patterns (``*`` matches any characters): only the
+            namespaces an include matches (all, without one) and no exclude matches; an
+            exclude wins. Applied in each shard's oplog filter, before any transform.
+            A rename is kept when either name is selected, a dropDatabase when some
+            collection of its database may be (README, "Namespace filters"). ``include``
+            and ``db`` are exclusive.
         pipeline: ``$match`` stages, evaluated on each event (see README).
         full_document: ``updateLookup``, ``whenAvailable`` or ``required`` (needs ``lookup``).
         full_document_before_change: ``whenAvailable`` or ``required`` (needs ``lookup``).
@@ -252,6 +266,8 @@ def watch(
         options = ChangeStreamOptions(
             db=db,
             coll=coll,
+            include=pattern_list(include, "include"),
+            exclude=pattern_list(exclude, "exclude"),
             full_document=full_document or "default",
             full_document_before_change=full_document_before_change or "off",
             resume_after=_token(resume_after),

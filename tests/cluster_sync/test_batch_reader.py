@@ -7,7 +7,7 @@ against the event it must follow; the real stream goes through it in the end-to-
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import pytest
@@ -15,9 +15,10 @@ from bson.timestamp import Timestamp
 
 from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.namespace_map import NamespaceMap
-from shardstream.errors import ChangeStreamHistoryLost
+from shardstream.errors import ChangeStreamHistoryLost, OplogError
 from shardstream.resume_token import encode_token, high_water_mark
 from shardstream.stream import ChangeStream
+from tests.sync_thread import wait_for
 
 
 class ScriptedStream:
@@ -27,13 +28,22 @@ class ScriptedStream:
     and every event is read.
     """
 
-    def __init__(self, events: list[dict[str, Any]], failure: Exception | None = None) -> None:
+    def __init__(
+        self,
+        events: list[dict[str, Any]],
+        failure: Exception | None = None,
+        gaps: frozenset[int] = frozenset(),
+    ) -> None:
         self.events = events
         self.failure = failure
+        self.gaps = set(gaps)  # after this many events, one look finds nothing ready
         self.read = 0
         self.past: dict[str, Any] | None = None
 
-    def try_next(self) -> dict[str, Any] | None:
+    def try_next(self, *, wait: bool = True) -> dict[str, Any] | None:
+        if self.read in self.gaps:
+            self.gaps.discard(self.read)
+            return None
         if self.read == len(self.events):
             if self.failure is not None:
                 raise self.failure
@@ -73,8 +83,12 @@ def _insert(
     return event
 
 
-def _reader(stream: ScriptedStream, batch_size: int) -> BatchReader:
-    return BatchReader(cast(ChangeStream, stream), NamespaceMap(), batch_size)
+def _reader(
+    stream: ScriptedStream,
+    batch_size: int,
+    on_poll: Callable[[Mapping[str, Timestamp | None]], object] | None = None,
+) -> BatchReader:
+    return BatchReader(cast(ChangeStream, stream), NamespaceMap(), batch_size, on_poll)
 
 
 def test_batches_come_in_order_each_with_the_token_of_its_last_event() -> None:
@@ -185,3 +199,49 @@ def test_a_batch_full_before_a_transaction_ends_keeps_it_whole_for_the_next() ->
     finally:
         reader.close()
     assert [_keys(batch) for batch in batches] == [[1, 2], [10, 11, 4]]
+
+
+def test_a_batch_leaves_once_nothing_more_is_ready_or_grows_while_one_is_queued() -> None:
+    # Nothing is ready after events 2 and 4: batch 1 leaves at the first gap (the queue
+    # had room); batch 2 meets its gap with batch 1 still queued, so it reads on.
+    events = [_insert(i) for i in range(1, 7)]
+    stream = ScriptedStream(events, gaps=frozenset({2, 4}))
+    reader = _reader(stream, batch_size=10)
+    try:
+        wait_for(lambda: stream.read == len(events), "the reader to read every event")
+        batches = [reader.next(), reader.next()]
+    finally:
+        reader.close()
+    assert [_keys(batch) for batch in batches] == [[1, 2], [3, 4, 5, 6]]
+    assert [batch.token for batch in batches] == [events[1]["_id"], events[5]["_id"]]
+
+
+def test_each_look_that_finds_nothing_shows_the_positions_to_on_poll() -> None:
+    seen: list[Mapping[str, Timestamp | None]] = []
+    stream = ScriptedStream([_insert(1), _insert(2)], gaps=frozenset({1}))
+    reader = _reader(stream, batch_size=10, on_poll=lambda positions: seen.append(positions))
+    try:
+        first, second = reader.next(), reader.next()
+    finally:
+        reader.close()
+    assert (_keys(first), _keys(second)) == ([1], [2])
+    # The look at the gap after event 1, then at least one after event 2.
+    assert seen[0] == {"shard00": Timestamp(1700000000, 1)}
+    assert seen[-1] == {"shard00": Timestamp(1700000000, 2)}
+
+
+def test_what_on_poll_raises_reaches_the_applying_thread_after_the_batches_before_it() -> None:
+    refused = OplogError("shard01 refused appendOplogNote")
+
+    def nudge(positions: Mapping[str, Timestamp | None]) -> None:
+        if positions["shard00"] == Timestamp(1700000000, 2):
+            raise refused
+
+    reader = _reader(ScriptedStream([_insert(1), _insert(2)], gaps=frozenset({1})), 10, nudge)
+    try:
+        assert _keys(reader.next()) == [1]
+        with pytest.raises(OplogError) as raised:
+            reader.next()
+    finally:
+        reader.close()
+    assert raised.value is refused

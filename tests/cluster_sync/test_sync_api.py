@@ -23,8 +23,9 @@ from pymongo import MongoClient
 from pymongo.errors import WriteError
 
 from shardstream.cli.main import main
-from shardstream.cluster_sync import SyncJob, SyncOptions, verify
+from shardstream.cluster_sync import NamespaceMap, SyncJob, SyncOptions, verify
 from shardstream.cluster_sync.control_api import ControlApi
+from shardstream.cluster_sync.migration import Migration
 from shardstream.emulator import EmulatedCluster
 from shardstream.errors import ConfigurationError
 from tests.cluster_sync.static_source import static_source
@@ -47,7 +48,7 @@ def call(url: str, method: str = "GET", token: str | None = None) -> tuple[int, 
     return status, json.loads(body) if kind == "application/json" else body.decode()
 
 
-class Migration:
+class RunningMigration:
     """A source with data, a target, a running sync and its API."""
 
     def __init__(self, source: EmulatedCluster, target: EmulatedCluster, **options: Any):
@@ -56,7 +57,7 @@ class Migration:
         self.target_client: MongoClient[Any] = MongoClient(target.uri)
         self.source_client.shop.orders.insert_many([{"_id": n, "qty": n} for n in range(50)])
         options = {"idle_noop_interval_s": 0.2, **options}
-        self.job = SyncJob(SyncOptions(source=source.uri, target=target.uri, **options))
+        self.job = Migration(SyncOptions(source=source.uri, target=target.uri, **options))
         self.api = ControlApi(self.job, port=0).start()
         self.running = SyncThread(self.job.run)
 
@@ -100,9 +101,9 @@ class Migration:
 
 
 @contextlib.contextmanager
-def migration(**options: Any) -> Iterator[Migration]:
+def migration(**options: Any) -> Iterator[RunningMigration]:
     with static_source() as source, EmulatedCluster(shards=2) as target:
-        running = Migration(source, target, **options)
+        running = RunningMigration(source, target, **options)
         try:
             yield running
         finally:
@@ -219,7 +220,7 @@ def test_without_write_blocking_the_commit_leaves_the_source_writable() -> None:
 def test_beyond_loopback_the_api_needs_a_token_and_refuses_requests_without_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job = SyncJob(SyncOptions(source="mongodb://a/", target="mongodb://b/"))
+    job = Migration(SyncOptions(source="mongodb://a/", target="mongodb://b/"))
     with pytest.raises(ConfigurationError, match="--api-token-file"):
         ControlApi(job, host="0.0.0.0", port=0)
     api = ControlApi(job, host="0.0.0.0", port=0, token="s3cret").start()
@@ -322,3 +323,81 @@ def test_the_cli_serves_the_api_commits_through_the_wrapper_then_stops_on_ctrl_c
             process.kill()
             process.wait(timeout=30)
             stderr.close()
+
+
+def _equal_both_ways(a: str, b: str) -> bool:
+    return verify(a, b).equal and verify(b, a).equal
+
+
+def test_a_reversible_migration_syncs_the_new_sources_writes_back_after_reverse() -> None:
+    with migration(reversible=True) as run:
+        run.wait_state("STREAMING")
+        assert run.progress()["canReverse"] is False
+        status, refusal = call(f"{run.api.url}/api/v1/reverse", "POST")
+        assert status == 409
+        assert "committed" in refusal["error"]
+        assert call(f"{run.api.url}/api/v1/commit", "POST")[0] == 200
+        committed = run.wait_state("COMMITTED")
+        assert committed["canReverse"] is True
+        assert committed["direction"] == "forward"
+        # The application moved to the target: its writes land there only.
+        orders = run.target_client.shop.orders
+        orders.insert_one({"_id": "after the cutover"})
+        orders.update_one({"_id": 7}, {"$set": {"qty": 700}})
+        orders.delete_one({"_id": 8})
+        assert call(f"{run.api.url}/api/v1/reverse", "POST") == (
+            200,
+            {"success": True, "state": "REVERSING"},
+        )
+
+        def reversed_and_streaming() -> dict[str, Any] | None:
+            document = run.progress()
+            if document["direction"] == "reverse" and document["state"] == "STREAMING":
+                return document
+            return None
+
+        reverse = wait_for(reversed_and_streaming, "the reverse sync")
+        assert reverse["syncId"] == "default-reverse"
+        assert reverse["documentsCopied"] == 0  # no copy: it streams from the commit
+        assert not any(shard.write_block.blocked for shard in run.source.shards)
+        old_source = run.source_client.shop.orders
+        wait_for(
+            lambda: (
+                old_source.find_one({"_id": "after the cutover"})
+                and old_source.count_documents({}) == 50
+            ),
+            "the new source's writes on the old source",
+        )
+        assert old_source.find_one({"_id": 7}) == {"_id": 7, "qty": 700}
+        assert _equal_both_ways(run.source.uri, run.target.uri)
+        assert call(f"{run.api.url}/api/v1/reverse", "POST")[0] == 409  # once only
+
+
+def test_sync_reverse_resumes_a_migration_committed_by_an_earlier_process(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with migration(reversible=True) as run:
+        run.wait_state("STREAMING")
+        assert call(f"{run.api.url}/api/v1/commit", "POST")[0] == 200
+        run.wait_state("COMMITTED")
+        run.job.stop()  # the committed process ends without a reverse
+        run.running.join()
+        run.target_client.shop.orders.insert_one({"_id": "later"})
+        flags = ["--source", run.source.uri, "--target", run.target.uri]
+        # The forward sync is over: running it again is refused, naming the way on.
+        assert main(["sync", *flags]) == 1
+        assert "--reverse" in capsys.readouterr().err
+        quick = ["--idle-exit", "0.5", "--idle-noop-interval", "0.2"]
+        assert main(["sync", *flags, "--reverse", *quick]) == 0, capsys.readouterr().err
+        assert run.source_client.shop.orders.find_one({"_id": "later"}) == {"_id": "later"}
+        assert _equal_both_ways(run.source.uri, run.target.uri)
+
+
+def test_reversible_is_refused_with_map_rules() -> None:
+    with pytest.raises(ConfigurationError, match="--reversible without --map"):
+        SyncOptions(
+            source="mongodb://a/",
+            target="mongodb://b/",
+            namespaces=NamespaceMap.from_options(None, None, ["shop=shop2"]),
+            reversible=True,
+        )

@@ -73,6 +73,7 @@ def test_every_sync_flag_reaches_the_run_and_decides_what_lands_where(
     # Some flags (writers, transactions) change only how the work is done, not its
     # result: the options the CLI built are recorded on their way into the real job.
     from shardstream import cluster_sync
+    from shardstream.cluster_sync import migration
 
     seen: list[SyncOptions] = []
 
@@ -81,7 +82,7 @@ def test_every_sync_flag_reaches_the_run_and_decides_what_lands_where(
             seen.append(options)
             super().__init__(options, **kwargs)
 
-    monkeypatch.setattr(cluster_sync, "SyncJob", RecordingJob)
+    monkeypatch.setattr(migration, "SyncJob", RecordingJob)  # the CLI runs a Migration
     flags = ["--db", "shop", "--coll", "users", "--map", "shop=mirror"]
     flags += ["--map", "shop.orders=archive.orders", "--writers", "3", "--no-transactions"]
     flags += ["--on-conflict", "skip", "--idle-noop-interval", "0.5", "--sync-id", "other"]

@@ -17,6 +17,7 @@ from pymongo import MongoClient
 
 from shardstream.cluster_sync import SyncOptions
 from shardstream.emulator import EmulatedCluster
+from shardstream.errors import OplogError
 from tests.cluster_sync.conftest import RunningSync, checkpoint, wait_for
 from tests.cluster_sync.static_source import settle, static_source
 
@@ -60,3 +61,18 @@ def test_an_idle_shard_holds_the_stream_back_until_the_sync_nudges_it(
                     )
             finally:
                 running.finish()
+
+
+def test_a_shard_refusing_the_nudge_stops_the_sync_naming_the_role_it_needs() -> None:
+    # The nudges go out from the batch reader's thread; a refused one still ends the run.
+    with static_source() as source, EmulatedCluster(shards=1) as target:
+        idle = source.shards[1]
+        idle.fail_next("appendOplogNote", 13, "Unauthorized")
+        options = SyncOptions(source=source.uri, target=target.uri, idle_noop_interval_s=0.2)
+        running = RunningSync(options)
+        try:
+            wait_for(lambda: running.error, "the refused nudge to stop the sync")
+        finally:
+            with pytest.raises(OplogError, match=r"clusterManager.*Unauthorized"):
+                running.finish()
+        assert [e["o"]["msg"] for e in idle.oplog.entries()] == ["initiating set"]

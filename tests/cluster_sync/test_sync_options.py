@@ -71,6 +71,9 @@ def test_a_conflict_policy_lets_the_sync_go_on(
     )
     result = sync_to_the_end(source, target, on_conflict=policy).finish()
     assert result.conflicts > 0
+    records = list(target_client.shardstream_sync.conflicts.find())
+    assert len(records) == result.conflicts  # each one recorded
+    assert {(r["ns"], r["policy"]) for r in records} == {("shop.users", policy)}
     users = cluster_state(target_client)[("shop", "users")]
     quantities = [bson.decode(raw).get("qty") for raw in users.values()]
     assert len(quantities) == len(set(quantities))  # the target's unique index held

@@ -342,3 +342,21 @@ def test_writes_to_local_are_not_logged(
 ) -> None:
     client_factory(shard.uri).local.scratch.insert_one({"_id": 1})
     assert _entries(shard) == []
+
+
+def test_an_int_id_write_finds_an_equal_id_of_another_type_while_one_is_stored(
+    shard: EmulatedReplicaSet, client_factory: ClientFactory
+) -> None:
+    # A miss on an int _id is final (no scan) only while no double, decimal, long or bool
+    # _id is stored: one of those may equal it.
+    coll = _coll(client_factory, shard)
+    coll.insert_many([{"_id": 1.0}, {"_id": Decimal128("2.00")}, {"_id": Int64(3)}, {"_id": 4}])
+    for key in (1, 2, 3):
+        assert coll.update_one({"_id": key}, {"$set": {"seen": key}}).modified_count == 1
+    assert coll.delete_many({"_id": {"$in": [1, 2, 3]}}).deleted_count == 3
+    coll.update_one({"_id": 1}, {"$set": {"new": True}}, upsert=True)
+    coll.update_one({"_id": 4}, {"$set": {"seen": 4}}, upsert=True)
+    assert sorted(coll.find(), key=lambda doc: doc["_id"]) == [
+        {"_id": 1, "new": True},
+        {"_id": 4, "seen": 4},
+    ]

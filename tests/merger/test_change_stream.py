@@ -18,7 +18,7 @@ from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token import ResumeTokenData, decode_token_document, encode_token
 from shardstream.sim import SimulatedCluster, SimulationConfig, simulated_sources
 from tests import factories as make
-from tests.deadlines import Deadline
+from tests.deadlines import DRAIN_S, Deadline, returns_within
 from tests.paths import OnPath
 
 T = [Timestamp(1700000000, i) for i in range(30)]
@@ -133,6 +133,45 @@ def test_live_sources_may_have_nothing_ready_yet(path: OnPath) -> None:
     assert empty_polls > 0
     assert seen
     assert [e["_id"]["_data"] for e in seen] == sorted(e["_id"]["_data"] for e in seen)
+
+
+class _NothingYet:
+    """A live shard that never has anything ready."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def next_batch(self, max_entries: int) -> None:
+        return None
+
+    def fetch_entry(self, ts: Timestamp) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_try_next_without_wait_looks_once_and_still_reads_the_whole_stream(path: OnPath) -> None:
+    result = SimulatedCluster(SimulationConfig(seed=3, shards=2, operations=60)).run()
+    # An await far past the deadline: only a try_next that does not wait returns in time.
+    await_ms = int(DRAIN_S * 10_000)
+    never_ready = {name: _NothingYet(name) for name in ("a", "b")}
+    with path.watch(never_ready, max_await_time_ms=await_ms) as idle:
+        assert returns_within(lambda: idle.try_next(wait=False), "try_next(wait=False)") is None
+        assert idle.alive
+    expected = list(path.watch(simulated_sources(result, seed=3, delay=0.0)))
+    stream = path.watch(simulated_sources(result, seed=3, delay=0.6), max_await_time_ms=await_ms)
+    seen, empty_polls = [], 0
+    deadline = Deadline("the stream polled with wait=False to end")
+    while stream.alive:
+        deadline.check(f"{len(seen)} events")
+        event = stream.try_next(wait=False)
+        if event is None:
+            empty_polls += 1
+        else:
+            seen.append(event)
+    assert empty_polls > 0
+    assert [e["_id"] for e in seen] == [e["_id"] for e in expected]
 
 
 def test_resuming_from_an_event_no_shard_has_fails_naming_the_token(

@@ -26,7 +26,8 @@ from shardstream.bench.corpus import oplog_bytes
 from shardstream.bench.offline import Measured, Rate, Shards, count_entries, format_table
 from shardstream.bench.offline import replay_in_process as replay
 from shardstream.cli.bench_output import write_report
-from shardstream.cli.options import check_mongodb_uri, parse_timestamp
+from shardstream.cli.options import parse_timestamp
+from shardstream.cli.uri_sources import URI, add_uri_file_argument, resolve_uri
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.replay.engine import reference_batches
@@ -66,6 +67,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "live mode", "with --uri: mongos's native change stream against shardstream's"
     )
     live.add_argument("--uri", help="a mongos connection string: run the live mode")
+    add_uri_file_argument(
+        live,
+        URI,
+        env_note=", and only with --start-at-operation-time, --since-seconds or --duration",
+    )
     live.add_argument(
         "--start-at-operation-time",
         metavar="T,I",
@@ -122,6 +128,10 @@ def _run_bench(args: argparse.Namespace) -> int:
     """Run ``bench``; errors end it with exit code 1 and one line on stderr."""
     try:
         _check_flags(args)
+        # $SHARDSTREAM_URI only where a live mode is asked for: set for watch, it must not
+        # turn an offline bench into a live one.
+        asked = (args.start_at_operation_time, args.since_seconds, args.duration)
+        args.uri = resolve_uri(args, URI, use_env=any(flag is not None for flag in asked))
     except ShardstreamError as exc:
         print(f"shardstream bench: error: {exc}", file=sys.stderr)
         return 1
@@ -131,10 +141,13 @@ def _run_bench(args: argparse.Namespace) -> int:
         return _run_live(args)
     try:
         if args.duration is not None:
-            raise ConfigurationError("expected --uri with --duration, got no --uri")
+            raise ConfigurationError(
+                f"expected --uri with --duration, got no --uri (nor {URI.file_flag} or {URI.env})"
+            )
         if args.start_at_operation_time is not None or args.since_seconds is not None:
             raise ConfigurationError(
-                "expected --uri with --start-at-operation-time or --since-seconds, got no --uri"
+                "expected --uri with --start-at-operation-time or --since-seconds, got no --uri "
+                f"(nor {URI.file_flag} or {URI.env})"
             )
         for name in ("entries", "shards", "repeats"):
             if getattr(args, name) < 1:
@@ -162,7 +175,6 @@ def _run_live(args: argparse.Namespace) -> int:
     from shardstream.bench.live import format_live_table, measure_live
 
     try:
-        check_mongodb_uri("--uri", args.uri)
         start = (
             None
             if args.start_at_operation_time is None
@@ -196,7 +208,6 @@ def _run_latency(args: argparse.Namespace) -> int:
     from shardstream.bench.latency_report import format_latency_table, plot_latency
 
     try:
-        check_mongodb_uri("--uri", args.uri)
         report = measure_from_args(args)
     except ShardstreamError as exc:
         print(f"shardstream bench: error: {redact_text(str(exc), args.uri)}", file=sys.stderr)

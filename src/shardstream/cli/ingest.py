@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from shardstream.cli.ingest_options import check_table_paths, source_options
 from shardstream.cli.options import add_stream_options
+from shardstream.cli.uri_sources import URI, add_uri_file_argument, resolve_uri, usage_error
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
 from shardstream.spark.ingest import (
@@ -54,8 +55,9 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "and simulated clusters are read to their end; a live cluster until interrupted.",
     )
     ingest.add_argument("--table", required=True, metavar="PATH", help="lakehouse root")
-    inputs = ingest.add_mutually_exclusive_group(required=True)
+    inputs = ingest.add_mutually_exclusive_group(required=False)  # or $SHARDSTREAM_URI
     inputs.add_argument("--uri", help="mongos URI of a live cluster")
+    add_uri_file_argument(inputs, URI, env_note=" when no other input is given")
     inputs.add_argument(
         "--shard", action="append", metavar="NAME=PATH", help="one shard's oplog file"
     )
@@ -172,6 +174,14 @@ def add_ingest_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def _run_ingest_command(args: argparse.Namespace) -> int:
     """Run ``ingest``; errors end it with exit code 1 and one line on stderr."""
     try:
+        no_input = not (args.shard or args.simulate)
+        args.uri = resolve_uri(args, URI, use_env=no_input)
+        if args.uri is None and no_input:
+            usage_error(
+                args,
+                "one of the arguments --uri --uri-file --shard --simulate is required "
+                f"(or {URI.env} in the environment)",
+            )
         options = source_options(args)
         check_table_paths(args)
         memory = driver_memory_setting(args.driver_memory)

@@ -12,6 +12,7 @@ from typing import Final
 
 from shardstream.cli.options import (
     check_mongodb_uri,
+    namespace_filter_from_args,
     parse_server_version,
     parse_token_argument,
 )
@@ -124,6 +125,8 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         "startAfter": args.start_after,
     }
     options.update({key: str(value) for key, value in scope.items() if value is not None})
+    # Comma-joined, as the data source reads them (a pattern holding a comma is refused there).
+    options.update({key: ",".join(value) for key, value in _patterns(args).items() if value})
     if args.show_expanded_events:
         options["showExpandedEvents"] = "true"
     if args.max_events_per_batch is not None:
@@ -132,6 +135,19 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     options["maxBytesPerTrigger"] = str(max_bytes)
     options["partitionMode"] = args.partition_mode
     return options
+
+
+def _patterns(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """The source's ``include`` / ``exclude`` options, checked as replay and watch check them."""
+    include, exclude = namespace_filter_from_args(args)
+    for flag, patterns in (("--include", include), ("--exclude", exclude)):
+        for pattern in patterns:
+            if "," in pattern:
+                raise ConfigurationError(
+                    f"expected {flag} without a comma (the data source's option is a "
+                    f"comma-separated list), got {pattern!r}"
+                )
+    return {"include": include, "exclude": exclude}
 
 
 def _check_stream_flags(args: argparse.Namespace) -> None:

@@ -11,6 +11,7 @@ from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.resume_token import ResumeTokenData
 from shardstream.resume_token.token_text import parse_token_text
 from shardstream.transform import ChangeStreamOptions
+from shardstream.transform.namespace_filter import scope_filter
 from shardstream.transform.options import DEFAULT_SERVER_VERSION, OLDEST_SERVER_VERSION
 
 
@@ -18,6 +19,7 @@ def add_stream_options(parser: argparse.ArgumentParser) -> None:
     """The change-stream flags ``replay``, ``watch`` and ``ingest`` share."""
     parser.add_argument("--db", help="watch one database (default: the whole cluster)")
     parser.add_argument("--coll", help="watch one collection of --db")
+    add_namespace_filter_options(parser)
     parser.add_argument("--show-expanded-events", action="store_true")
     parser.add_argument("--server-version", default="8.2", metavar="X.Y", help="default 8.2")
     parser.add_argument("--token-version", type=int, choices=[1, 2])
@@ -32,6 +34,33 @@ def add_stream_options(parser: argparse.ArgumentParser) -> None:
         "--show-raw-update-description",
     ):
         parser.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+
+
+def add_namespace_filter_options(parser: argparse.ArgumentParser) -> None:
+    """``--include`` / ``--exclude PATTERN``, repeatable (every command that reads a scope)."""
+    for flag, verb in (("--include", "only"), ("--exclude", "never")):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="DB.COLL",
+            help=f"{verb} the namespaces matching this pattern (* matches any characters: "
+            "shop.*, *.orders); repeatable; an exclude wins over an include",
+        )
+
+
+def namespace_filter_from_args(
+    args: argparse.Namespace,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(include, exclude)`` from the flags, checked (each message names its flag).
+
+    Raises:
+        ConfigurationError: a malformed pattern, or ``--include`` with ``--db``.
+    """
+    scope_filter(
+        args.db, args.coll, args.include, args.exclude, names=("--db", "--include", "--exclude")
+    )
+    return tuple(args.include), tuple(args.exclude)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -57,9 +86,12 @@ def options_from_args(args: argparse.Namespace) -> ChangeStreamOptions:
         args.resume_after,
         args.start_after,
     )
+    include, exclude = namespace_filter_from_args(args)
     return ChangeStreamOptions(
         db=args.db,
         coll=args.coll,
+        include=include,
+        exclude=exclude,
         show_expanded_events=args.show_expanded_events,
         show_system_events=args.show_system_events,
         show_migration_events=args.show_migration_events,
@@ -138,12 +170,14 @@ def _flag_name(action: argparse.Action) -> str:
     return metavar or action.dest.upper()
 
 
-def check_mongodb_uri(option: str, uri: str) -> None:
+def check_mongodb_uri(option: str, uri: str, *, show_value: bool = True) -> None:
     """Refuse a connection string the driver would refuse or half-ignore, before any work.
 
     pymongo raises a ValueError for some malformed URIs (a port that is not a number)
     and only warns about options it ignores (``readPreference=zz``, a misspelt name); both become
-    one ConfigurationError naming the option, with the URI's password redacted.
+    one ConfigurationError naming the option, with the URI's password redacted.  With
+    ``show_value=False`` (a URI read from a file or the environment, which may hold
+    anything, e.g. a bare password) the message does not quote the URI at all.
     """
     # Imported here: pymongo is heavy, and only the verbs that talk to a cluster need it.
     import warnings
@@ -166,8 +200,13 @@ def check_mongodb_uri(option: str, uri: str) -> None:
         # The driver's reason, unless the password shows in it (quoted, or a short one
         # inside an ordinary word): then what was expected must do.
         said = f" ({reason:.200})" if reason and not (password and password in reason) else ""
+        shown = (
+            repr(redact_uri(uri))
+            if show_value
+            else "a value not shown here (it may hold a password)"
+        )
         raise ConfigurationError(
             f"expected {option} as a MongoDB connection string (mongodb:// or mongodb+srv:// "
             "then [user:password@]host[:port][,host...][/db][?options], with user and password "
-            f"percent-escaped), got {redact_uri(uri)!r}{said}"
+            f"percent-escaped), got {shown}{said}"
         ) from None

@@ -14,8 +14,15 @@ import threading
 from types import FrameType
 from typing import Final
 
-from shardstream.cli.options import check_mongodb_uri, parse_timestamp
+from shardstream.cli.options import add_namespace_filter_options, parse_timestamp
 from shardstream.cli.sync_api import add_api_arguments, run_action, serve_until_interrupted
+from shardstream.cli.uri_sources import (
+    SOURCE,
+    TARGET,
+    add_uri_file_argument,
+    require_uris,
+    resolve_uri,
+)
 from shardstream.errors import ShardstreamError
 from shardstream.oplog.redaction import redact_text
 
@@ -28,8 +35,11 @@ DEFAULT_IDLE_EXIT_WAIT_S: Final = 30.0
 def _add_scope(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     parser.add_argument("--source", required=required, metavar="URI", help="the source mongos URI")
     parser.add_argument("--target", required=required, metavar="URI", help="the target URI")
+    add_uri_file_argument(parser, SOURCE)  # --source-file, else $SHARDSTREAM_SOURCE_URI
+    add_uri_file_argument(parser, TARGET)  # --target-file, else $SHARDSTREAM_TARGET_URI
     parser.add_argument("--db", help="sync only this database")
     parser.add_argument("--coll", help="sync only this collection of --db")
+    add_namespace_filter_options(parser)  # --include / --exclude DB.COLL
     parser.add_argument(
         "--map",
         action="append",
@@ -150,31 +160,37 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "does not depend on their order, on both sides, with sample _ids of differences. "
         "Exit code 0 only when everything is equal.",
     )
-    _add_scope(verify)
+    _add_scope(verify, required=False)  # a URI may come from a file or the environment
     verify.set_defaults(handler=_run_verify)
 
 
 def _run_sync(args: argparse.Namespace) -> int:
     if args.action is not None:
         return run_action(args)
+    try:
+        args.source, args.target = resolve_uri(args, SOURCE), resolve_uri(args, TARGET)
+    except ShardstreamError as exc:  # our messages hold neither a file's content nor a password
+        print(f"shardstream sync: error: {exc}", file=sys.stderr)
+        return 1
     if args.source is None or args.target is None:
         print(
-            "shardstream sync: error: expected --source and --target (or an action: "
-            "status, commit, pause, resume)",
+            f"shardstream sync: error: expected {SOURCE.alternatives()} and "
+            f"{TARGET.alternatives()} (or an action: status, commit, pause, resume)",
             file=sys.stderr,
         )
         return 2
-    from shardstream.cluster_sync import NamespaceMap, SyncJob, SyncOptions
+    from shardstream.cluster_sync import NamespaceMap, SyncOptions
     from shardstream.cluster_sync.control_api import ControlApi, read_token_file
+    from shardstream.cluster_sync.migration import Migration
 
     api = None
     try:
-        check_mongodb_uri("--source", args.source)
-        check_mongodb_uri("--target", args.target)
         options = SyncOptions(
             source=args.source,
             target=args.target,
-            namespaces=NamespaceMap.from_options(args.db, args.coll, args.map),
+            namespaces=NamespaceMap.from_options(
+                args.db, args.coll, args.map, args.include, args.exclude
+            ),
             sync_id=args.sync_id,
             writers=args.writers,
             transactions=not args.no_transactions,
@@ -193,8 +209,9 @@ def _run_sync(args: argparse.Namespace) -> int:
             verify_after_copy=args.verify,
             write_blocking=not args.no_write_blocking,
             commit_timeout_s=args.commit_timeout,
+            reversible=args.reversible or args.reverse,
         )
-        job = SyncJob(options, report=lambda line: print(line, file=sys.stderr, flush=True))
+        job = Migration(options, report=lambda line: print(line, file=sys.stderr, flush=True))
         if args.api_port is not None:
             token = None if args.api_token_file is None else read_token_file(args.api_token_file)
             api = ControlApi(job, host=args.api_host, port=args.api_port, token=token).start()
@@ -210,7 +227,7 @@ def _run_sync(args: argparse.Namespace) -> int:
         previous = signal.signal(signal.SIGINT, interrupted)
         previous_term = signal.signal(signal.SIGTERM, interrupted)
         try:
-            result = job.run()
+            result = job.run(reverse_only=args.reverse)
             if api is not None and job.control.state == "COMMITTED" and not ended.is_set():
                 print(
                     "sync committed: the target may take writes; the API stays up until Ctrl-C",
@@ -240,8 +257,11 @@ def _run_sync(args: argparse.Namespace) -> int:
 
 def _run_verify(args: argparse.Namespace) -> int:
     try:
-        check_mongodb_uri("--source", args.source)
-        check_mongodb_uri("--target", args.target)
+        args.source, args.target = require_uris(args, SOURCE, TARGET)
+    except ShardstreamError as exc:  # our messages hold neither a file's content nor a password
+        print(f"shardstream verify: error: {exc}", file=sys.stderr)
+        return 1
+    try:
         return _verify(args)
     except Exception as exc:  # any failure: one line, without credentials
         print(f"shardstream verify: error: {_error_line(exc, args)}", file=sys.stderr)
@@ -257,6 +277,8 @@ def _verify(args: argparse.Namespace) -> int:
         db=args.db,
         coll=args.coll,
         maps=args.map,
+        include=args.include,
+        exclude=args.exclude,
         connect_timeout_s=args.connect_timeout,
     )
     for line in report.lines():

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Final
 
-ACTIONS: Final = ("status", "commit", "pause", "resume")
+ACTIONS: Final = ("status", "commit", "pause", "resume", "reverse")
 DEFAULT_API_URL: Final = "http://127.0.0.1:27182"
 POLL_S: Final = 0.5
 # SyncOptions' default, repeated for the help text (the CLI starts without pymongo;
@@ -40,7 +40,8 @@ def add_api_arguments(sync: argparse.ArgumentParser) -> None:
         choices=ACTIONS,
         help="talk to a running sync's API instead of starting one: status (print its "
         "progress), commit (block the source's writes, catch up, verify, then COMMITTED), "
-        "pause, resume",
+        "pause, resume, reverse (after a commit of a --reversible sync: sync the target back "
+        "into the source from the commit on)",
     )
     sync.add_argument(
         "--api-port",
@@ -72,6 +73,19 @@ def add_api_arguments(sync: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a commit does not block the source's writes (setUserWriteBlockMode, 6.0+): you "
         "promise to have stopped them before asking for it",
+    )
+    sync.add_argument(
+        "--reversible",
+        action="store_true",
+        help="once committed, wait for `shardstream sync reverse` (POST /api/v1/reverse): "
+        "the target synced back into the source from the commit on, no copy (not with --map)",
+    )
+    sync.add_argument(
+        "--reverse",
+        action="store_true",
+        help="start (or resume) the reverse of a sync committed earlier, with the same "
+        "--source, --target and --sync-id: the target streamed into the source from the "
+        "commit's time, the source's write block lifted",
     )
     sync.add_argument(
         "--commit-timeout",

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from shardstream.cli.options import (
     add_json_option,
     add_stream_options,
-    check_mongodb_uri,
     options_from_args,
 )
+from shardstream.cli.uri_sources import WATCH_URI, add_uri_file_argument, require_uris
 from shardstream.errors import ConfigurationError, OplogError, ShardstreamError
 from shardstream.oplog.read_preference import READ_PREFERENCE_MODES
 from shardstream.oplog.redaction import redact_text
@@ -38,7 +38,13 @@ def add_watch_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "and write the events mongos would emit, one Extended JSON object per line "
         "(canonical, or relaxed with --json relaxed).",
     )
-    parser.add_argument("uri", metavar="URI", help="a mongos connection string")
+    parser.add_argument(
+        "uri",
+        nargs="?",  # or from --uri-file PATH, else $SHARDSTREAM_URI
+        metavar="URI",
+        help="a mongos connection string (or --uri-file PATH, or SHARDSTREAM_URI)",
+    )
+    add_uri_file_argument(parser, WATCH_URI)
     add_stream_options(parser)
     add_json_option(parser)
     parser.add_argument("--max-events", type=int, help="stop after this many events")
@@ -75,7 +81,7 @@ def _run_watch(args: argparse.Namespace) -> int:
     try:
         if args.max_events is not None and args.max_events < 1:
             raise ConfigurationError(f"expected --max-events N with N >= 1, got {args.max_events}")
-        check_mongodb_uri("URI", args.uri)
+        (args.uri,) = require_uris(args, WATCH_URI)
         options = options_from_args(args)
         with watch(
             args.uri,
@@ -99,6 +105,8 @@ def _watch_arguments(options: ChangeStreamOptions) -> dict[str, Any]:
     arguments: dict[str, Any] = {
         "db": options.db,
         "coll": options.coll,
+        "include": options.include,
+        "exclude": options.exclude,
         "show_expanded_events": options.show_expanded_events,
         "start_at_operation_time": options.start_at_operation_time,
         "show_system_events": options.show_system_events,

@@ -49,6 +49,8 @@ def sync(
     db: str | None = None,
     coll: str | None = None,
     maps: Iterable[str] = (),
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
     report: Callable[[str], None] | None = None,
     **options: Any,
 ) -> SyncResult:
@@ -58,6 +60,10 @@ def sync(
         source / target: mongos (or replica-set) URIs.
         db / coll: the scope, as for ``watch()``.
         maps: ``"SRC=DST"`` renaming rules (``db=db2`` or ``db.coll=db2.coll2``).
+        include / exclude: ``DB.COLL`` patterns with ``*`` wildcards, as for ``watch()``
+            (an exclude wins; ``include`` and ``db`` are exclusive): what is neither
+            copied, streamed nor verified. A rename into the scope from outside it stops
+            the sync (README, "Namespace filters").
         report: receives the progress lines.
         options: the other :class:`SyncOptions` fields (``writers``, ``transactions``,
             ``on_conflict``, ``shard_target``, ``copy_readers``, ``sync_id``,
@@ -67,7 +73,7 @@ def sync(
         How the run ended; ``caught_up`` says whether the target had everything the
         source had committed when it stopped.
     """
-    namespaces = NamespaceMap.from_options(db, coll, maps)
+    namespaces = NamespaceMap.from_options(db, coll, maps, include, exclude)
     job = SyncJob(
         SyncOptions(source=source, target=target, namespaces=namespaces, **options), report=report
     )
@@ -81,14 +87,19 @@ def verify(
     db: str | None = None,
     coll: str | None = None,
     maps: Iterable[str] = (),
+    include: Iterable[str] = (),
+    exclude: Iterable[str] = (),
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
 ) -> VerifyReport:
     """Compare every collection in scope on ``source`` with its mapped one on ``target``.
 
+    The scope is the sync's (``db`` / ``coll`` or ``include`` / ``exclude``, and ``maps``):
+    an excluded collection is compared on neither side.
+
     Raises:
         ClusterUnreachable: either cluster did not answer within ``connect_timeout_s``.
     """
-    namespaces = NamespaceMap.from_options(db, coll, maps)
+    namespaces = NamespaceMap.from_options(db, coll, maps, include, exclude)
     source_client = open_cluster(source, "source", connect_timeout_s)
     try:
         target_client = open_cluster(target, "target", connect_timeout_s)

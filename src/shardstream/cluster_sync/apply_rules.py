@@ -7,6 +7,12 @@
 * delete -> delete by key;
 * DDL events are applied in order by :mod:`.ddl_apply`, behind a barrier.
 
+A rename across the edge of the scope (``--db``, ``--include`` / ``--exclude``): out of it,
+it is applied as a drop of the old name (the target holds the scope's image, and the new
+name is outside it); into it, the sync stops with an error (mongosync, too, refuses some
+renames across its filter): the collection's documents were never copied, and the stream
+brings only its later changes, so the target would silently lack them.
+
 Replaying any of these after it was applied changes nothing, which is what makes a restart
 from the last checkpoint, and the initial copy overlapping the stream, safe.
 """
@@ -22,7 +28,7 @@ from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.diff_to_pipeline import diff_to_pipeline
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
-from shardstream.errors import OplogError
+from shardstream.errors import ConfigurationError, OplogError
 
 CRUD_TYPES: Final = frozenset({"insert", "replace", "update", "delete"})
 DDL_TYPES: Final = frozenset(
@@ -97,6 +103,8 @@ def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite 
     kind = event.get("operationType")
     ns = event.get("ns") or {}
     db, coll = ns.get("db"), ns.get("coll")
+    if kind == "rename" and isinstance(db, str) and not namespaces.in_scope(db, coll):
+        _refuse_rename_into_scope(event, namespaces)
     if kind in IGNORED_TYPES or not isinstance(db, str) or not namespaces.in_scope(db, coll):
         return None
     if kind in DDL_TYPES:
@@ -147,6 +155,21 @@ def transaction_of(event: Mapping[str, Any]) -> tuple[bytes, int] | None:
     if not in_transaction(event):
         return None
     return bson.encode(dict(event["lsid"])), int(event["txnNumber"])
+
+
+def _refuse_rename_into_scope(event: Mapping[str, Any], namespaces: NamespaceMap) -> None:
+    """Stop on a rename from outside the scope into it (module docstring); else return."""
+    to = event.get("to")
+    if not isinstance(to, Mapping) or not namespaces.in_scope(str(to.get("db")), to.get("coll")):
+        return
+    ns = event["ns"]
+    raise ConfigurationError(
+        f"expected renames to stay inside the sync's scope or leave it, got "
+        f"{ns.get('db')}.{ns.get('coll')} (out of scope) renamed to {to.get('db')}."
+        f"{to.get('coll')} (in scope) at token {event.get('_id')!r}: its documents were never "
+        "copied, so the target cannot follow; sync again with --restart and a scope that "
+        "holds both names, or neither"
+    )
 
 
 def _required(event: Mapping[str, Any], name: str) -> Mapping[str, Any]:

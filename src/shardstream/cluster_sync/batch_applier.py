@@ -29,6 +29,7 @@ from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.batch_segments import Barrier, batch_steps
+from shardstream.cluster_sync.conflict_log import ConflictLog, write_description
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
@@ -72,6 +73,7 @@ class BatchApplier:
         on_conflict: str = "fail",
         shard_target: bool = False,
         retry_for_s: float = DEFAULT_RETRY_FOR_S,
+        conflict_log: ConflictLog | None = None,
     ) -> None:
         """Create the writer pool.
 
@@ -84,6 +86,8 @@ class BatchApplier:
                 then write) or ``skip`` (drop the event's write).
             shard_target: apply ``shardCollection`` events to the target.
             retry_for_s: how long connection failures are retried before giving up.
+            conflict_log: where skipped and overwritten writes are recorded (default:
+                ``shardstream_sync.conflicts`` under the sync id ``default``).
         """
         if writers < 1:
             raise ValueError(f"expected writers >= 1, got {writers}")
@@ -99,7 +103,14 @@ class BatchApplier:
         self._pool = ThreadPoolExecutor(writers, thread_name_prefix="shardstream-writer")
         self._collections: dict[Namespace, Collection[Any]] = {}
         self._shard_keys = TargetShardKeys(client)
-        self.conflicts = 0  # writes skipped or overwritten under the conflict policy
+        self.conflict_log = conflict_log or ConflictLog(
+            client, "default", on_conflict, retry_for_s=retry_for_s
+        )
+
+    @property
+    def conflicts(self) -> int:
+        """Writes skipped or overwritten under the conflict policy (each one recorded)."""
+        return self.conflict_log.count
 
     def close(self) -> None:
         """Stop the writer threads."""
@@ -237,7 +248,10 @@ class BatchApplier:
                 f"{error.get('code')} on key {key or error.get('errmsg')!r} "
                 f"(event token {token!r}); pass --on-conflict overwrite or skip to go on"
             ) from exc
-        self.conflicts += 1
+        # Recorded before the policy acts: under overwrite, ``met`` is what gets replaced.
+        met = self._retrying(partial(self._collection(target).find_one, key))
+        described = write_description(write.model, write.key, write.document, write.update)
+        self.conflict_log.record(target, key, token=token, write=described, met=met)
         return key
 
     def _transaction(self, writes: list[CrudWrite]) -> None:

@@ -8,6 +8,12 @@ token and shard positions as they were right after its last event, so the checkp
 stored once it is applied names exactly what was applied; a batch read ahead but never
 applied (the sync stopped) is not checkpointed, and is read again on the next run.
 
+A batch leaves as soon as the stream has nothing more ready and the applier can take it
+(behind a batch still queued it keeps growing instead): waiting out the stream's await
+first would add it to every event's lag.  While nothing is ready the reader looks at the
+stream every ``STEP_S`` and shows the shards' positions to ``on_poll`` (the idle-shard
+nudger, which so sees a shard stand still within a step rather than a batch later).
+
 A batch never ends inside a source transaction, or the target would commit it in two
 parts. A transaction's events share its commit time, but the merged stream may interleave
 another shard's events at that same time (the sort key's ``txnOpIndex`` comes before the
@@ -23,7 +29,8 @@ import contextlib
 import dataclasses
 import queue
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from bson.timestamp import Timestamp
@@ -40,7 +47,11 @@ from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream
 
 AHEAD: Final = 1  # batches read ahead of the one being applied
+WAIT_S: Final = 0.2  # nothing ready for this long: an empty batch (the run's control runs)
+STEP_S: Final = 0.01  # how often the stream is looked at while nothing is ready
 _POLL_S: Final = 0.1
+
+PositionsHook = Callable[[Mapping[str, Timestamp | None]], object]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,9 +69,20 @@ class PlannedBatch:
 class BatchReader:
     """Reads ``stream`` into planned batches on a daemon thread; :meth:`next` takes one."""
 
-    def __init__(self, stream: ChangeStream, namespaces: NamespaceMap, batch_size: int) -> None:
-        """Start reading at once (the stream is this reader's alone from now on)."""
+    def __init__(
+        self,
+        stream: ChangeStream,
+        namespaces: NamespaceMap,
+        batch_size: int,
+        on_poll: PositionsHook | None = None,
+    ) -> None:
+        """Start reading at once (the stream is this reader's alone from now on).
+
+        ``on_poll(positions)`` runs on the reader's thread each time it finds nothing
+        ready; what it raises ends the reading, as a read error does.
+        """
         self._stream = stream
+        self._on_poll = on_poll
         self._namespaces = namespaces
         self._batch_size = batch_size
         self._ready: queue.Queue[PlannedBatch | BaseException] = queue.Queue(AHEAD)
@@ -110,7 +132,7 @@ class BatchReader:
         stream = self._stream
         batch = _BatchBuilder()
         while batch.events < self._batch_size and not self._halt.is_set():
-            event = stream.try_next()
+            event = self._next_event(batch.events)
             if event is None:
                 if self._held and self._released_past(self._held_time):
                     batch.take(*self._release())
@@ -134,6 +156,24 @@ class BatchReader:
             stream.shard_positions(),
             len(self._held),
         )
+
+    def _next_event(self, in_hand: int) -> Mapping[str, Any] | None:
+        """The stream's next event, or None: time to end the batch (see the module's doc)."""
+        stream = self._stream
+        deadline = time.monotonic() + WAIT_S
+        while True:  # bounded: WAIT_S with nothing in hand, else until the applier has room
+            event = stream.try_next(wait=False)
+            if event is not None or self._halt.is_set():
+                return event
+            if self._on_poll is not None:
+                self._on_poll(stream.shard_positions())
+            if in_hand and not self._ready.full():
+                return None
+            if self._held and self._released_past(self._held_time):
+                return None
+            if not in_hand and time.monotonic() >= deadline:
+                return None
+            time.sleep(STEP_S)
 
     def _release(self) -> tuple[list[Planned], Mapping[str, Any]]:
         """The held events, each transaction's together, and the last one's token.

@@ -3,7 +3,8 @@
 One document per sync id in ``shardstream_sync.checkpoints``, written with write concern
 majority after each acknowledged batch::
 
-    {_id: <sync id>, phase: "copy" | "stream", t0: Timestamp, token: {_data: ...} | null,
+    {_id: <sync id>, phase: "copy" | "stream" | "committed", t0: Timestamp,
+     token: {_data: ...} | null, reverse_from: Timestamp | null,
      source: <redacted URI>, source_id: <the source's identity>, updated: <date>}
 
 ``t0`` is the cluster time the initial copy started from; ``token`` is the merged stream's
@@ -13,6 +14,10 @@ again from the same ``t0``; in the stream phase it resumes after ``token`` (or a
 when no batch was applied yet).  Replaying what was already applied is harmless because
 every write the sync makes is idempotent.  ``source_id`` (``cluster_identity``) ties the
 checkpoint to its source: a rerun against another source is refused, naming both.
+``committed``: the sync was committed (the cutover); ``reverse_from`` is the target's
+majority time read once the target was found equal and before it was declared writable,
+where a reverse sync (target to source) starts: everything on the target before it is the
+sync's own writes.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.errors import ConfigurationError
 
 CHECKPOINT_COLLECTION: Final = "checkpoints"
-PHASES: Final = ("copy", "stream")
+PHASES: Final = ("copy", "stream", "committed")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,11 +49,13 @@ class Checkpoint:
         phase: ``copy`` (the initial copy had not finished) or ``stream``.
         t0: the copy's start time, where the stream starts when ``token`` is None.
         token: the resume token after the last applied batch.
+        reverse_from: (``committed``) where a reverse sync reads the target from.
     """
 
     phase: str
     t0: Timestamp
     token: Mapping[str, Any] | None = None
+    reverse_from: Timestamp | None = None
 
 
 class CheckpointStore:
@@ -98,7 +105,13 @@ class CheckpointStore:
             )
         if token is not None and not isinstance(token, Mapping):
             raise ConfigurationError(f"expected a resume token document, got {token!r:.100}")
-        return Checkpoint(phase, t0, token)
+        reverse_from = document.get("reverse_from")
+        if phase == "committed" and not isinstance(reverse_from, Timestamp):
+            raise ConfigurationError(
+                f"expected committed checkpoint {self.sync_id!r} to hold a Timestamp "
+                f"reverse_from, got {reverse_from!r:.100}"
+            )
+        return Checkpoint(phase, t0, token, reverse_from)
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Store ``checkpoint`` (acknowledged by a majority before this returns).
@@ -116,6 +129,7 @@ class CheckpointStore:
                 "phase": checkpoint.phase,
                 "t0": checkpoint.t0,
                 "token": None if checkpoint.token is None else dict(checkpoint.token),
+                "reverse_from": checkpoint.reverse_from,
                 "source": self._source,
                 "source_id": self._source_id,
                 "updated": datetime.datetime.now(datetime.UTC),

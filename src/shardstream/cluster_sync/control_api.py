@@ -3,7 +3,8 @@
 ``ControlApi(job, port=27182).start()`` serves, on its own threads:
 
 - ``GET /api/v1/progress``: the progress document (``progress_document``);
-- ``POST /api/v1/commit``, ``/api/v1/pause``, ``/api/v1/resume``: the request, answered at
+- ``POST /api/v1/commit``, ``/api/v1/pause``, ``/api/v1/resume``, ``/api/v1/reverse``
+  (after a commit of a ``reversible`` migration): the request, answered at
   once with ``{"success": true, "state": ...}``, or 409 with ``{"success": false, "error":
   ...}`` when the state does not allow it (the commit then runs in the sync's loop: watch
   ``state`` go from ``COMMITTING`` to ``COMMITTED``, or back to ``STREAMING`` with
@@ -38,12 +39,19 @@ PROMETHEUS_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class ControlledSync(Protocol):
-    """What the API needs of a sync (a :class:`~shardstream.cluster_sync.SyncJob`)."""
+    """What the API needs of a migration (``cluster_sync.migration.Migration``)."""
 
-    control: SyncControl
+    @property
+    def control(self) -> SyncControl:
+        """The running sync's state and requests."""
+        ...
 
     def progress(self) -> dict[str, Any]:
         """The progress document."""
+        ...
+
+    def reverse(self) -> str:
+        """Ask for the reverse sync."""
         ...
 
 
@@ -131,6 +139,7 @@ class ControlApi:
             "/api/v1/commit": control.commit,
             "/api/v1/pause": control.pause,
             "/api/v1/resume": control.resume,
+            "/api/v1/reverse": self._job.reverse,
         }
         if path == "/api/v1/progress" and method == "GET":
             return _json(HTTPStatus.OK, self._job.progress())

@@ -25,6 +25,7 @@ from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
 
 from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
+from shardstream.cluster_sync.conflict_log import ConflictLog
 from shardstream.cluster_sync.namespace_map import Namespace
 from shardstream.cluster_sync.target_retry import retrying
 from shardstream.cluster_sync.target_shard_key import key_query, key_values
@@ -38,8 +39,12 @@ def retried_insert(
     retry_for_s: float,
     shard_key: tuple[str, ...],
     remove_moved: bool,
+    conflicts: ConflictLog | None = None,
 ) -> None:
-    insert = partial(_insert, writer, batch, on_conflict, shard_key, remove_moved)
+    """Insert ``batch`` through ``writer`` (a target collection), retried while the
+    target is away; a conflict the policy skips or overwrites is recorded in
+    ``conflicts``."""
+    insert = partial(_insert, writer, batch, on_conflict, shard_key, remove_moved, conflicts)
     retrying(insert, retry_for_s)
 
 
@@ -86,6 +91,7 @@ def _insert(
     on_conflict: str,
     shard_key: tuple[str, ...],
     remove_moved: bool,
+    conflicts: ConflictLog | None,
 ) -> None:
     if remove_moved:
         _remove_moved(writer, batch, shard_key)
@@ -109,6 +115,12 @@ def _insert(
                         f"the target refused a copied document of {writer.full_name}: "
                         f"duplicate key {key!r}; pass --on-conflict overwrite or skip to go on"
                     ) from exc
+                if conflicts is not None:
+                    namespace = (writer.database.name, writer.name)
+                    write = {"op": "copy", "documentKey": {"_id": document["_id"]}}
+                    write["document"] = document
+                    met = writer.find_one(key)
+                    conflicts.record(namespace, key, token=None, write=write, met=met)
                 if on_conflict == "skip":
                     continue
                 writer.delete_many(key)

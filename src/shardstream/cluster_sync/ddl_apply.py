@@ -12,6 +12,13 @@ read, still replaces the newer copy with the replayed collection (noted in the R
 After a kill, a DDL event is replayed only onto the target as it was just before or just
 after it: the batch applier stores a checkpoint on each side of every DDL event.
 
+The scope's filter decides what a cross-namespace event touches: a dropDatabase drops the
+target database only when the scope holds every collection of it (else the drops of its
+collections in scope, which the server logs before it, have done the work, and the
+target's other collections are not the sync's to drop); a rename whose new name is out of
+scope drops the old name, since the renamed collection left the scope
+(:mod:`.apply_rules` refuses the converse).
+
 ``shardCollection`` is applied only with ``--shard-target``: a target whose collections
 stay unsharded is the default, since its topology is the user's choice
 (:mod:`~shardstream.cluster_sync.shard_target`, which also shards what was sharded at T0).
@@ -60,6 +67,8 @@ def apply_ddl(
     description: Mapping[str, Any] = event.get("operationDescription") or {}
     try:
         if kind == "dropDatabase":
+            if not namespaces.whole_database(db):
+                return
             client.drop_database(namespaces.target_db(db))
             # Collections a rule sent elsewhere were in the dropped database too.
             for source, target in namespaces.rules:
@@ -88,6 +97,9 @@ def apply_ddl(
             to = event.get("to") or description.get("to")
             if not isinstance(to, Mapping):
                 raise OplogError(f"expected a rename event with 'to', got {event!r:.200}")
+            if not namespaces.in_scope(to["db"], to["coll"]):
+                database.drop_collection(target_coll)  # renamed out of the scope
+                return
             _rename(
                 client,
                 (target_db, target_coll),

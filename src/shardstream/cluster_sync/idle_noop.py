@@ -6,6 +6,10 @@ earlier; an idle shard promises more only when its periodic no-op writer runs
 shard's events by up to that interval.  With ``--idle-noop-interval S`` the sync does
 what that writer does, sooner: a shard whose position has not moved for S seconds gets
 an ``appendOplogNote`` (a no-op in its oplog), which moves its promise to the present.
+:meth:`IdleShardNudger.check` runs on the batch reader's thread each time the stream has
+nothing ready (every ``STEP_S``, 10 ms, while the merge holds events back), so the nudge
+goes out S seconds after the shard was last seen to move, not at the next batch's end: at
+most one no-op per shard every S, and an event waits for the next one up to S.
 
 "The present" must mean the busy shards' present.  A no-op takes its ``ts`` from the idle
 node's own clock, ``(wall second, 1)`` when nothing newer reached it, which is behind the

@@ -37,6 +37,7 @@ from pymongo import MongoClient
 from pymongo.collection import Collection
 from pymongo.write_concern import WriteConcern
 
+from shardstream.cluster_sync.conflict_log import ConflictLog
 from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.copy_writes import holds_documents, movable, retried_insert
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
@@ -97,6 +98,7 @@ def copy_collections(
     report: Callable[[str], None] | None = None,
     at: Timestamp | None = None,
     retry_for_s: float = DEFAULT_RETRY_FOR_S,
+    conflicts: ConflictLog | None = None,
 ) -> list[SourceCollection]:
     """Create, fill and index every target collection in scope; return what was copied.
 
@@ -108,6 +110,8 @@ def copy_collections(
         report: receives the notice for each sharded collection landing unsharded.
         retry_for_s: how long a batch's insert is retried while the target is away
             (inserting a batch again is harmless: a document already there is replaced).
+        conflicts: where documents skipped or overwritten under ``on_conflict`` are
+            recorded.
 
     Raises:
         SyncConflict: a unique index refuses a document (and ``on_conflict`` is
@@ -170,6 +174,7 @@ def copy_collections(
                     retry_for_s=retry_for_s,
                     shard_key=keys[c.ns],
                     remove_moved=c.ns in moved,
+                    conflicts=conflicts,
                 ),
                 at,
             )

@@ -1,9 +1,13 @@
 """Sync: which source namespaces are copied, and where each one lands on the target.
 
-Scope is ``db`` (and ``coll``) as for ``watch()``; ``--map SRC=DST`` rules rename a whole
-database (``shop=shop_copy``) or one collection (``shop.orders=archive.orders``); the most
-specific rule wins, and a namespace no rule names keeps its name.  The server's own
-databases (admin, config, local) and the sync's checkpoint database are never in scope.
+Scope is ``db`` (and ``coll``), or ``--include`` / ``--exclude`` patterns, as for
+``watch()`` (:mod:`~shardstream.transform.namespace_filter`: ``*`` wildcards, an exclude
+wins); ``--map SRC=DST`` rules rename a whole database (``shop=shop_copy``) or one
+collection (``shop.orders=archive.orders``); the most specific rule wins, and a namespace no
+rule names keeps its name.  The server's own databases (admin, config, local) and the
+sync's checkpoint database are never in scope.  The copy, the stream's writes and DDL, and
+``verify`` all ask :meth:`NamespaceMap.in_scope`, so an excluded collection is neither
+copied, written nor compared.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from shardstream.errors import ConfigurationError
+from shardstream.transform.namespace_filter import NamespaceFilter, pattern_list, scope_filter
 
 CHECKPOINT_DB: Final = "shardstream_sync"
 _INTERNAL_DBS: Final = frozenset({"admin", "config", "local", CHECKPOINT_DB})
@@ -96,11 +101,17 @@ class NamespaceMap:
         db: only this database (None: every user database).
         coll: only this collection of ``db``.
         rules: ``(source, target)`` pairs from :func:`parse_map_rule`.
+        include / exclude: ``DB.COLL`` patterns (``include`` needs ``db`` unset).
     """
 
     db: str | None = None
     coll: str | None = None
     rules: tuple[tuple[str, str], ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    selection: NamespaceFilter = dataclasses.field(
+        init=False, repr=False, compare=False, default_factory=NamespaceFilter
+    )
 
     def __post_init__(self) -> None:
         if self.coll is not None and self.db is None:
@@ -109,21 +120,46 @@ class NamespaceMap:
             if value is not None and not value:
                 raise ConfigurationError(f"expected a name after {flag}, got an empty value")
         _refuse_colliding_rules(self.rules)
+        include = pattern_list(self.include, "--include")
+        exclude = pattern_list(self.exclude, "--exclude")
+        names = ("--db", "--include", "--exclude")
+        selection = scope_filter(self.db, self.coll, include, exclude, names=names)
+        object.__setattr__(self, "include", include)
+        object.__setattr__(self, "exclude", exclude)
+        object.__setattr__(self, "selection", selection)
 
     @classmethod
     def from_options(
-        cls, db: str | None = None, coll: str | None = None, rules: Iterable[str] = ()
+        cls,
+        db: str | None = None,
+        coll: str | None = None,
+        rules: Iterable[str] = (),
+        include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
     ) -> NamespaceMap:
         """Build from the CLI's / API's options (``rules`` as ``"SRC=DST"`` strings)."""
-        return cls(db, coll, tuple(parse_map_rule(rule) for rule in rules))
+        rules = pattern_list(rules, "--map")
+        return cls(
+            db,
+            coll,
+            tuple(parse_map_rule(rule) for rule in rules),
+            pattern_list(include, "--include"),
+            pattern_list(exclude, "--exclude"),
+        )
 
     def in_scope(self, db: str, coll: str | None = None) -> bool:
-        """Whether ``db`` (and ``coll``, when given) is synced."""
+        """Whether ``db`` (and ``coll``, when given) is synced: without ``coll``, whether
+        some collection of ``db`` may be."""
         if db in _INTERNAL_DBS or (coll is not None and coll.startswith("system.")):
             return False
-        if self.db is not None and db != self.db:
-            return False
-        return self.coll is None or coll is None or coll == self.coll
+        if coll is None:
+            return self.selection.may_select_database(db)
+        return self.selection.selects(db, coll)
+
+    def whole_database(self, db: str) -> bool:
+        """Whether every collection of ``db`` is in scope (a dropDatabase may drop it whole
+        on the target; otherwise the target holds collections the sync must not touch)."""
+        return db not in _INTERNAL_DBS and self.selection.selects_whole_database(db)
 
     def target(self, db: str, coll: str) -> Namespace:
         """Where source ``db.coll`` lands."""
@@ -150,16 +186,15 @@ class NamespaceMap:
         """
         if db in _INTERNAL_DBS:
             return False
-        if self.db is None:
-            return True
-        if self.coll is not None:
-            return db == self.target(self.db, self.coll)[0]
-        renamed_collections = {
-            target.partition(".")[0]
-            for source, target in self.rules
-            if source.partition(".")[0] == self.db and "." in source
-        }
-        return db == self.target_db(self.db) or db in renamed_collections
+        if self.in_scope(db) and self.target_db(db) == db:
+            return True  # the database's own name (no rule sends it elsewhere)
+        for source, target in self.rules:
+            source_db, dot, source_coll = source.partition(".")
+            if target.partition(".")[0] != db:
+                continue
+            if self.in_scope(source_db, source_coll) if dot else self.in_scope(source_db):
+                return True
+        return False
 
     def source_of(self, db: str, coll: str) -> Namespace | None:
         """The in-scope source namespace that lands on target ``db.coll``, if any.

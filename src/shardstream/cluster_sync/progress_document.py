@@ -15,6 +15,9 @@ and its last measured numbers (:class:`~shardstream.cluster_sync.sync_progress.P
   writes sent again, this process);
 - ``shards``: each source shard's position in the merge and how far it is behind the
   source's time; ``syncId``.
+
+:class:`~shardstream.cluster_sync.migration.Migration` adds ``direction`` (``forward``,
+or ``reverse`` once reversed) and ``canReverse``.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
 from shardstream.cluster_sync.idle_exit import IdleExit
 from shardstream.cluster_sync.idle_noop import IdleShardNudger
+from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.source_clock import SourceClock
 from shardstream.cluster_sync.sync_control import SyncControl
 from shardstream.cluster_sync.sync_cutover import CommitDriver, Cutover
@@ -47,6 +48,19 @@ def applied_through(token: Mapping[str, Any] | None, t0: Timestamp) -> Timestamp
     return t0 if token is None else decode_token_document(token).cluster_time
 
 
+def _stream_scope(namespaces: NamespaceMap) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The scope as ``watch()``'s patterns, so the shards' oplog filter drops what the sync
+    would not write before it is transformed (``in_scope`` still decides each write).
+    ``--db``/``--coll`` become an include, not ``watch(db=, coll=)``: a collection stream
+    ends at its collection's drop, which the sync applies and goes on."""
+    db, coll = namespaces.db, namespaces.coll
+    include = namespaces.include
+    # No --db: every user database; a name with "*" a pattern would read as a wildcard.
+    if not include and db is not None and "*" not in db + (coll or ""):
+        include = (f"{db}.{coll or '*'}",)
+    return include, namespaces.exclude
+
+
 class StreamPhase:
     """The stream phase of one run (its options, control and stop flag are the job's)."""
 
@@ -59,13 +73,18 @@ class StreamPhase:
             if checkpoint.token is not None
             else {"start_at_operation_time": checkpoint.t0}
         )
+        include, exclude = _stream_scope(self.options.namespaces)
         # The URI, not the client: the shards' connections need its credentials.
         return watch(
             self.options.source,
             show_expanded_events=True,
             show_raw_update_description=True,
             batch_size=self.options.batch_size,
+            # The tailers' getMore await (an idle tailer asks its promise this often); the
+            # batch reader looks without waiting (try_next(wait=False)) at its own pace.
             max_await_time_ms=200,
+            include=include,
+            exclude=exclude,
             **start,
         )
 
@@ -91,8 +110,10 @@ class StreamPhase:
             cleanup.callback(commits.close)  # a commit cut short lifts its write block
             if nudger is not None:
                 cleanup.callback(nudger.close)
-            # Batch n+1 is read and planned while batch n is applied.
-            reader = BatchReader(stream, options.namespaces, options.batch_size)
+            # Batch n+1 is read and planned while batch n is applied; the reader's thread
+            # also nudges idle shards, as soon as one stood still (not a batch later).
+            poll = None if nudger is None else nudger.check
+            reader = BatchReader(stream, options.namespaces, options.batch_size, poll)
             cleanup.callback(reader.close)
 
             def save(at: Mapping[str, Any] | None) -> None:
@@ -113,8 +134,6 @@ class StreamPhase:
                 save(batch.token)
                 through = applied_through(saved, checkpoint.t0)
                 progress.batch(batch.events, through, batch.positions)
-                if nudger is not None:
-                    nudger.check(batch.positions)
                 # Events held back are pending, not caught up, and keep the sync awake.
                 quiet = not batch.events and not batch.held
                 if quiet and after_copy is not None:

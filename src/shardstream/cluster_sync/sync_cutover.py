@@ -12,8 +12,10 @@
    whose position stands still gets a no-op (``appendOplogNote``, as
    ``--idle-noop-interval`` does) every :data:`NUDGE_EVERY_S`. The commit time is reached
    when the stored checkpoint's time is past it: every event up to it is applied.
-4. **Verify**: source and target compared (``verify``); equal, the sync is ``COMMITTED``
-   and the source stays blocked (writes go to the target now).
+4. **Verify**: source and target compared (``verify``); equal, the target's majority
+   time is read and stored with the checkpoint (phase ``committed``: where a reverse sync
+   would start, since everything on the target before it is the sync's own writes), and
+   only then is the sync ``COMMITTED``; the source stays blocked (writes go to the target).
 
 Anything that fails on the way (the block refused, the time not reached within
 ``timeout_s``, a difference found) lifts the block again, so the source is writable as
@@ -33,6 +35,7 @@ from pymongo.errors import PyMongoError
 from shardstream.cluster_sync.compare_clusters import verify
 from shardstream.cluster_sync.idle_noop import IdleShardNudger
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.source_catalog import majority_time
 from shardstream.cluster_sync.source_clock import SourceClock
 from shardstream.cluster_sync.sync_control import COMMITTED, SyncControl
 from shardstream.errors import ShardstreamError
@@ -60,8 +63,11 @@ class Cutover:
         write_blocking: bool,
         timeout_s: float,
         report: Callable[[str], None] | None,
+        record: Callable[[Timestamp], None],
     ) -> None:
+        """``record`` stores the commit with the target's time to reverse from."""
         self._source, self._target = source, target
+        self._record = record
         self._source_uri = source_uri
         self._clock = clock
         self._namespaces = namespaces
@@ -129,6 +135,10 @@ class Cutover:
                 " ".join(line.split()) for line in report.lines() if not line.startswith("equal")
             )
             self._fail(f"verify found the target different from the source: {different:.500}")
+        try:
+            self._record(majority_time(self._target))
+        except (ShardstreamError, PyMongoError) as exc:
+            self._fail(f"the commit could not be recorded in the target: {_text(exc)}")
         self._say("commit: the target is equal to the source; writes may go to the target")
         self.close()
         return True

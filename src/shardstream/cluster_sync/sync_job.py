@@ -29,8 +29,13 @@ from pymongo.errors import PyMongoError
 
 from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
-from shardstream.cluster_sync.cluster_identity import open_cluster, refuse_same_cluster
+from shardstream.cluster_sync.cluster_identity import (
+    SyncRefused,
+    open_cluster,
+    refuse_same_cluster,
+)
 from shardstream.cluster_sync.compare_clusters import VerifyReport, verify
+from shardstream.cluster_sync.conflict_log import ConflictLog
 from shardstream.cluster_sync.initial_copy import CopyProgress, copy_collections
 from shardstream.cluster_sync.namespace_checks import refuse_unsafe_scope
 from shardstream.cluster_sync.progress_document import progress_document
@@ -60,7 +65,7 @@ class SyncJob:
         self._stopping = threading.Event()
         self._report = report
         self._progress = SyncProgress(None)  # replaced as the run starts
-        self._applier: BatchApplier | None = None
+        self._conflicts: ConflictLog | None = None
 
     def __repr__(self) -> str:
         return f"SyncJob({self.options!r})"  # the options' repr redacts the URIs
@@ -72,12 +77,12 @@ class SyncJob:
 
     def progress(self) -> dict[str, Any]:
         """The progress document the API serves (thread-safe; see ``progress_document``)."""
-        applier = self._applier
+        conflicts = self._conflicts
         return progress_document(
             self.control,
             self._progress.sample(),
             sync_id=self.options.sync_id,
-            conflicts=0 if applier is None else applier.conflicts,
+            conflicts=0 if conflicts is None else conflicts.count,
         )
 
     def run(self) -> SyncResult:
@@ -127,6 +132,12 @@ class SyncJob:
             retry_for_s=options.retry_for_s,
         )
         checkpoint = None if options.restart else store.load()
+        if checkpoint is not None and checkpoint.phase == "committed":
+            raise SyncRefused(
+                f"expected sync {options.sync_id!r} to be running, but it was committed (the "
+                "target took over from the source): start its reverse sync with --reverse, "
+                "or forget it with --restart"
+            )
         refuse_unsafe_scope(source, options.namespaces, new_sync=checkpoint is None)
         if checkpoint is None and options.start_at is None and options.on_conflict == "fail":
             # Before anything is stored: a new copy refused later would leave its own
@@ -135,6 +146,9 @@ class SyncJob:
         if options.restart:
             store.clear()
         progress = self._progress = SyncProgress(self._report, clock.newest)
+        conflicts = self._conflicts = ConflictLog(
+            target, options.sync_id, options.on_conflict, retry_for_s=options.retry_for_s
+        )
         copied = CopyProgress()
         if checkpoint is None and options.start_at is not None:
             checkpoint = Checkpoint("stream", options.start_at)
@@ -160,6 +174,7 @@ class SyncJob:
                     report=self._report,
                     at=t0,
                     retry_for_s=options.retry_for_s,
+                    conflicts=conflicts,
                 )
             if self._stopping.is_set():  # stopped in the copy: behind by definition
                 return SyncResult(copied.copied, 0, 0, None, t0, None, None, _read(clock))
@@ -167,7 +182,7 @@ class SyncJob:
             store.save(checkpoint)
         assert checkpoint is not None  # loaded, or stored by the copy just done
         writers = options.writers or len(source.admin.command("listShards")["shards"])
-        applier = self._applier = BatchApplier(
+        applier = BatchApplier(
             target,
             options.namespaces,
             writers=max(1, writers),
@@ -175,6 +190,7 @@ class SyncJob:
             on_conflict=options.on_conflict,
             shard_target=options.shard_target,
             retry_for_s=options.retry_for_s,
+            conflict_log=conflicts,
         )
         progress.phase("stream", copied, applied_through(checkpoint.token, checkpoint.t0))
         self.control.enter(STREAMING)
@@ -188,6 +204,7 @@ class SyncJob:
                     self._report(f"verify, caught up after the copy: {line}")
 
         after_copy = verify_caught_up if options.verify_after_copy and copied_now else None
+        t0_of_stream = checkpoint.t0
 
         def cutover() -> Cutover:
             return Cutover(
@@ -199,6 +216,7 @@ class SyncJob:
                 write_blocking=options.write_blocking,
                 timeout_s=options.commit_timeout_s,
                 report=self._report,
+                record=lambda at: store.save(Checkpoint("committed", t0_of_stream, None, at)),
             )
 
         try:
@@ -218,7 +236,7 @@ class SyncJob:
         return SyncResult(
             copied.copied,
             stream.applied,
-            applier.conflicts,
+            conflicts.count,
             stream.token,
             checkpoint.t0,
             copy_verify,

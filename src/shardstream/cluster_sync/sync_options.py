@@ -67,6 +67,9 @@ class SyncOptions:
             False: the user promises to have stopped them (``--no-write-blocking``).
         commit_timeout_s: how long a commit may take to apply up to the source's time
             after the block before it fails (and lifts the block).
+        reversible: once committed, the sync may be reversed (``Migration.reverse``):
+            the target synced back into the source from the commit on. Refused with
+            ``--map`` rules (the reverse would need them inverted; not done yet).
     """
 
     source: str
@@ -91,6 +94,7 @@ class SyncOptions:
     verify_after_copy: bool = False
     write_blocking: bool = True
     commit_timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S
+    reversible: bool = False
 
     def __post_init__(self) -> None:
         # Refused here, before a run: a zero or an empty value would otherwise surface
@@ -123,6 +127,11 @@ class SyncOptions:
         for flag, value in seconds.items():
             if value is not None and not value >= 0:  # NaN too
                 raise ConfigurationError(f"expected {flag} seconds >= 0, got {value}")
+        if self.reversible and self.namespaces.rules:
+            raise ConfigurationError(
+                "expected --reversible without --map: a reverse sync would need the rules "
+                f"inverted, which is not done yet; got {len(self.namespaces.rules)} rule(s)"
+            )
         if not self.connect_timeout_s > 0:
             raise ConfigurationError(
                 f"expected --connect-timeout above 0 s, got {self.connect_timeout_s}"

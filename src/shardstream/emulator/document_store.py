@@ -24,6 +24,7 @@ from typing import Any, Final
 import bson
 from bson.binary import Binary
 from bson.decimal128 import Decimal128
+from bson.int64 import Int64
 from bson.objectid import ObjectId
 
 from shardstream.emulator.cursors import MISSING, lookup, matches
@@ -101,6 +102,9 @@ class Collection:
         self._record_ids: dict[bytes, int] = {}  # store key -> place in insertion order
         self._next_record_id = 0
         self._unique: dict[str, dict[bytes, bytes]] = {}  # index name -> key -> store key
+        # How many _ids may equal a plain int under another encoding (1.0, Int64(1), ...):
+        # with none, an int _id missing from _docs is missing (no O(n) scan per upsert).
+        self._loose_ids = 0
 
     def count(self) -> int:
         """How many documents the collection holds."""
@@ -131,6 +135,8 @@ class Collection:
             # A number also equals the same number of another type (1 == 1.0): scan.
             if not isinstance(wanted, int | float | Decimal128):
                 return []
+            if type(wanted) is int and not self._loose_ids:
+                return []
         matching = (doc for doc in self._docs.values() if matches(doc, query))
         return list(itertools.islice(matching, limit))
 
@@ -151,6 +157,7 @@ class Collection:
             self._duplicate(ID_INDEX, {"_id": doc["_id"]})
         claims = self._claims(doc, key)
         self._docs[key] = doc
+        self._loose_ids += _loose(doc["_id"])
         self._record_ids[key] = self._next_record_id
         self._next_record_id += 1
         for name, index_key in claims:
@@ -189,6 +196,7 @@ class Collection:
     def delete(self, key: bytes) -> Body:
         """Remove and return the document under ``key``."""
         doc = self._docs.pop(key)
+        self._loose_ids -= _loose(doc["_id"])
         del self._record_ids[key]
         self._release(doc)
         return doc
@@ -270,6 +278,12 @@ class Collection:
             f"dup key: {_render(value)}",
             {"keyPattern": dict(spec["key"]), "keyValue": value},
         )
+
+
+def _loose(value: Any) -> bool:
+    # Python ints encode by size (int32, else int64), so two equal plain ints share bytes;
+    # a bool is kept with the others, as the scan compares with Python's == (True == 1).
+    return isinstance(value, bool | float | Decimal128 | Int64)
 
 
 def id_first(doc: Body) -> Body:

@@ -14,6 +14,7 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ConfigurationError
 from shardstream.resume_token import ResumeTokenData
+from shardstream.transform.namespace_filter import NamespaceFilter, pattern_list, scope_filter
 
 DEFAULT_SERVER_VERSION: Final = (8, 2)
 OLDEST_SERVER_VERSION: Final = (6, 0)
@@ -36,6 +37,9 @@ class ChangeStreamOptions:
     Attributes:
         db: the watched database; None for a cluster-wide stream.
         coll: the watched collection (needs ``db``); None for a database stream.
+        include / exclude: ``DB.COLL`` patterns (``*`` wildcards) narrowing the stream to
+            the namespaces an include matches and no exclude does
+            (:mod:`~shardstream.transform.namespace_filter`); include needs ``db`` unset.
         show_expanded_events: also emit DDL events, ``collectionUUID``, ``operationDescription``.
         show_system_events: internal: also ``system.*`` collections and system events.
         show_migration_events: internal, mongod only: also ``fromMigrate`` entries.
@@ -55,6 +59,8 @@ class ChangeStreamOptions:
 
     db: str | None = None
     coll: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     show_expanded_events: bool = False
     show_system_events: bool = False
     show_migration_events: bool = False
@@ -77,6 +83,10 @@ class ChangeStreamOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigurationError(f"expected {name} to be a non-empty string, got {value!r}")
+        # Lists become tuples (a frozen value), checked once here: every stage reads them.
+        object.__setattr__(self, "include", pattern_list(self.include, "include"))
+        object.__setattr__(self, "exclude", pattern_list(self.exclude, "exclude"))
+        scope_filter(self.db, self.coll, self.include, self.exclude)
         starts = [
             name
             for name in ("resume_after", "start_after", "start_at_operation_time")
@@ -115,6 +125,13 @@ class ChangeStreamOptions:
         if self.db is None:
             return StreamScope.CLUSTER
         return StreamScope.DATABASE if self.coll is None else StreamScope.COLLECTION
+
+    @property
+    def namespace_filter(self) -> NamespaceFilter | None:
+        """The include / exclude patterns, parsed; None when there are none."""
+        if not self.include and not self.exclude:
+            return None
+        return NamespaceFilter.parse(self.include, self.exclude)
 
     @property
     def resume_token(self) -> ResumeTokenData | None:

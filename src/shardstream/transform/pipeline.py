@@ -64,6 +64,9 @@ class ShardPipeline:
         )
         # 3. Transform ops to events; tokens are built here, so every later stage can compare them.
         self._transform = EventTransform(options)
+        # 3b. The namespace filter, exactly, on what stage 1 kept for it: events name their
+        # namespaces plainly (a rename's two, a dropDatabase's database).
+        self._namespaces = options.namespace_filter
         # 4. Invalidate right after the triggering event, before anything can filter it out.
         self._check_invalidate = CheckInvalidate(options)
         # 5. Resumability compares tokens, which exist only after the transform.
@@ -114,6 +117,13 @@ class ShardPipeline:
         return events
 
     def _after_transform(self, event: ChangeEvent) -> list[ChangeEvent]:
+        namespaces = self._namespaces
+        if (
+            namespaces is not None
+            and not namespaces.selects_event(event.document)
+            and event.operation_type not in f.NEW_SHARD_EVENTS  # the merger's, not the user's
+        ):
+            return []
         resumed = self._check_resumability(event)
         if resumed is None:
             return []

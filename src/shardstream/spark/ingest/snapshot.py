@@ -2,8 +2,9 @@
 
 As the sync's initial copy (:mod:`shardstream.cluster_sync.initial_copy`) does: T0 is the
 operation time of a majority read on the source, and every collection in the stream's
-scope (``--db`` / ``--coll``) is then read **through mongos** (which filters orphans) with
-read concern majority after cluster time T0, so the read sees every write at or before T0.
+scope (``--db`` / ``--coll``, ``--include`` / ``--exclude``) is then read **through mongos**
+(which filters orphans) with read concern majority after cluster time T0, so the read sees
+every write at or before T0.
 Its documents go into the change log as ``read`` rows and into the mirror
 (:mod:`shardstream.spark.delta.snapshot.tables`), and the stream then starts at T0: the
 table watermarks are the high-water-mark token at T0, which the restart rules resume from.
@@ -118,7 +119,8 @@ def load_snapshot(
         out.write(f"ingest: snapshot as of {_text(held[0])} already loaded; not read again\n")
         return None
     check_no_tables(root)
-    scope = NamespaceMap(spec.stream.db, spec.stream.coll)
+    stream = spec.stream
+    scope = NamespaceMap(stream.db, stream.coll, include=stream.include, exclude=stream.exclude)
     staging = root / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)  # what a killed run left
     staging.mkdir(parents=True)

@@ -75,6 +75,21 @@ def byte_size_value(name: str, text: str | None) -> int | None:
     return None if text is None else parse_byte_size(name, text)
 
 
+def pattern_values(name: str, text: str | None) -> tuple[str, ...]:
+    """Namespace patterns, comma-separated (``shop.*,crm.users``; absent: none).
+
+    Each is checked when the stream options are built (``NamespacePattern.parse``); an
+    empty one (``shop.*,,x``, a trailing comma) is refused there as a pattern of nothing.
+    """
+    if text is None:
+        return ()
+    if not text.strip():
+        raise ConfigurationError(
+            f"expected {name} as comma-separated DB.COLL patterns, got {text!r}"
+        )
+    return tuple(part.strip() for part in text.split(","))
+
+
 def positive_value(name: str, text: str | None) -> int | None:
     """An integer >= 1 (absent: None)."""
     if text is None:

@@ -5,6 +5,13 @@ change_stream_filter_helpers.cpp: ``ts >= start AND notFromMigrate AND (operatio
 invalidation OR transaction OR internalOp OR viewDefinition)``, with the server's own
 namespace regexes.  Entries it rejects still advance a shard's position; they just
 produce no event.
+
+The stream's ``--include`` / ``--exclude`` filter is pushed down here, as the server
+rewrites a user's ``$match`` on ``ns`` into the oplog filter: an entry whose every event
+the filter would drop is rejected before it is unwound or transformed (the fast path's
+templates ask :meth:`OplogMatch.operation` too).  The check errs on the side of keeping:
+what it keeps, ``ShardPipeline`` filters exactly by the event (``selects_event``); an
+entry whose namespace is not a string is kept for the transform to judge.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any, Final
 
 from bson.timestamp import Timestamp
 
+from shardstream.transform.namespace_filter import NamespaceFilter
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
 from shardstream.transform.stages.mql_predicates import (
     documents,
@@ -50,6 +58,8 @@ _INTERNAL_NOOPS_ALWAYS: Final = (
 _INTERNAL_NOOPS_SINCE_6_1: Final = ("refineCollectionShardKey",)
 # 6.x also matched no-ops written before 6.0, whose kind is o2.type (change_stream_helpers_legacy).
 _LEGACY_NOOP_TYPES: Final = ("reshardBegin", "reshardDoneCatchUp")
+# The merger follows a new shard through this no-op: the namespace filter never drops it.
+_NEW_SHARD_NOOP: Final = "migrateChunkToNewShard"
 
 
 class OplogMatch:
@@ -58,6 +68,7 @@ class OplogMatch:
     __slots__ = (
         "_cmd_ns",
         "_coll",
+        "_filter",
         "_invalidating_ns",
         "_ns",
         "_options",
@@ -67,6 +78,7 @@ class OplogMatch:
 
     def __init__(self, options: ChangeStreamOptions) -> None:
         self._options = options
+        self._filter: NamespaceFilter | None = options.namespace_filter
         scope = options.scope
         all_colls = _ALL_COLLECTIONS_SYSTEM if options.show_system_events else _ALL_COLLECTIONS
         db = escape_regex(options.db) if options.db is not None else ""
@@ -127,21 +139,39 @@ class OplogMatch:
         op = entry.get("op")
         is_command = op_is(op, "c")
         if not is_command and not op_is(op, "n"):
-            return matches(entry.get("ns"), self._ns)
-        if not is_command or not matches(entry.get("ns"), self._cmd_ns):
+            ns = entry.get("ns")
+            return matches(ns, self._ns) and self._selects(ns)
+        ns = entry.get("ns")
+        if not is_command or not matches(ns, self._cmd_ns):
             return False
+        db = ns.partition(".")[0] if isinstance(ns, str) else None
         # "o.<command>" looks into each document of an array o too (MQL's array traversal):
         # such an entry is matched, and then refused by the transform, as on the server.
-        return any(self._command_on_watched(o) for o in documents(entry.get("o")))
+        return any(self._command_on_watched(o, db) for o in documents(entry.get("o")))
 
-    def _command_on_watched(self, o: Mapping[str, Any]) -> bool:
-        if any(matches(o.get(name), self._coll) for name in _COLLECTION_COMMANDS):
+    def _selects(self, namespace: Any, db: str | None = None) -> bool:
+        """The filter's verdict on ``db.namespace`` (or on ``namespace`` whole, db None);
+        a value that is no string is kept: the transform judges it."""
+        if self._filter is None or not isinstance(namespace, str):
             return True
-        if matches(o.get("renameCollection"), self._ns):
+        if db is None:
+            return self._filter.selects_namespace(namespace)
+        return self._filter.selects(db, namespace)
+
+    def _command_on_watched(self, o: Mapping[str, Any], db: str | None) -> bool:
+        in_db = db is not None
+        if any(
+            matches(o.get(name), self._coll) and (not in_db or self._selects(o.get(name), db))
+            for name in _COLLECTION_COMMANDS
+        ):
             return True
-        if "renameCollection" in o and matches(o.get("to"), self._ns):
-            return True
-        return self._options.scope is not StreamScope.COLLECTION and "dropDatabase" in o
+        renamed, to = o.get("renameCollection"), o.get("to")
+        if matches(renamed, self._ns) or ("renameCollection" in o and matches(to, self._ns)):
+            # Either name selected keeps a rename (namespace_filter's rule).
+            return self._selects(renamed) or self._selects(to)
+        if self._options.scope is StreamScope.COLLECTION or "dropDatabase" not in o:
+            return False
+        return self._filter is None or db is None or self._filter.may_select_database(db)
 
     def _invalidation(self, entry: Mapping[str, Any]) -> bool:
         scope = self._options.scope
@@ -165,7 +195,9 @@ class OplogMatch:
         if op_is(op, "n"):
             # endOfTransaction no-ops arrived after the 7.0 branch (the 6.x filter has no such arm).
             return self._options.at_least(7, 1) and any(
-                matches(o2.get("endOfTransaction"), self._ns) for o2 in documents(entry.get("o2"))
+                matches(o2.get("endOfTransaction"), self._ns)
+                and self._selects(o2.get("endOfTransaction"))
+                for o2 in documents(entry.get("o2"))
             )
         return op_is(op, "c") and any(
             self._transaction_command(entry, o) for o in documents(entry.get("o"))
@@ -186,15 +218,20 @@ class OplogMatch:
         for inner in ops:
             if not isinstance(inner, Mapping):
                 continue
-            if matches(inner.get("ns"), self._ns):
+            inner_ns = inner.get("ns")
+            if matches(inner_ns, self._ns) and self._selects(inner_ns):
                 return True
             inner_o = inner.get("o")
             if (
-                matches(inner.get("ns"), self._cmd_ns)
+                matches(inner_ns, self._cmd_ns)
                 and isinstance(inner_o, Mapping)
-                and (
-                    matches(inner_o.get("create"), self._coll)
-                    or matches(inner_o.get("createIndexes"), self._coll)
+                and any(
+                    matches(inner_o.get(name), self._coll)
+                    and (
+                        not isinstance(inner_ns, str)
+                        or self._selects(inner_o.get(name), inner_ns.partition(".")[0])
+                    )
+                    for name in ("create", "createIndexes")
                 )
             ):
                 return True
@@ -203,7 +240,12 @@ class OplogMatch:
     def _internal_op(self, entry: Mapping[str, Any]) -> bool:
         if not op_is(entry.get("op"), "n") or not matches(entry.get("ns"), self._ns):
             return False
-        return any(self._internal_noop(o2) for o2 in documents(entry.get("o2")))
+        o2s = documents(entry.get("o2"))
+        if not any(self._internal_noop(o2) for o2 in o2s):
+            return False
+        return self._selects(entry.get("ns")) or any(
+            _NEW_SHARD_NOOP in o2 or o2.get("type") == _NEW_SHARD_NOOP for o2 in o2s
+        )
 
     def _internal_noop(self, o2: Mapping[str, Any]) -> bool:
         names: list[str] = list(_INTERNAL_NOOPS_ALWAYS)
