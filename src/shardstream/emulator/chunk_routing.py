@@ -11,20 +11,15 @@ moves a document's key value into another shard's chunk moves the document: dele
 its shard and inserted on the owner, as mongos's ``WouldChangeOwningShard`` handling does
 (mongos does both in an internal transaction; here they are two plain writes).
 
-In a transaction mongos remembers each session's participants: a shard's first statement
-carries ``startTransaction``; ``commitTransaction`` commits on the one shard that wrote, or,
-when several did, in two phases: every writing participant logs its operations prepared,
-the coordinator takes the newest of their next ``ts`` as the commit time, and each logs
-``commitTransaction`` at exactly that time (so the transaction's events share one
-``clusterTime`` on every shard). ``abortTransaction`` reaches every participant.
+Statements in a transaction go through ``transaction_router`` (each shard's first one
+starts the transaction there), which also commits and aborts it on its participants.
 
 DDL on a collection whose documents span shards (``drop``, ``renameCollection``,
 ``dropDatabase``, index commands, ``collMod``) runs on the primary shard as before, then on
 every other shard holding the namespace with its entries marked ``fromMigrate``, so a
 change stream reports it once.
 
-See also src/mongo/s/write_ops/batch_write_exec.cpp and
-src/mongo/db/s/transaction_coordinator.cpp.
+See also src/mongo/s/write_ops/batch_write_exec.cpp.
 """
 
 from __future__ import annotations
@@ -33,26 +28,20 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
-import bson
 from bson.timestamp import Timestamp
 
 from shardstream.emulator.chunk_map import ChunkMap
 from shardstream.emulator.faults import CommandError
 from shardstream.emulator.mongos_routing import gossip
 from shardstream.emulator.replica_set import EmulatedReplicaSet
+from shardstream.emulator.transaction_router import TransactionRouter
 from shardstream.emulator.write_commands import post_image
-from shardstream.emulator.write_path import namespace
+from shardstream.emulator.write_path import USER_DDL, namespace
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
-SPREAD_DDL: Final = (
-    "drop",
-    "renamecollection",
-    "dropdatabase",
-    "createindexes",
-    "dropindexes",
-    "collmod",
-)
+# DDL that reaches every shard holding a spread collection (a create reaches one).
+SPREAD_DDL: Final = tuple(name for name in USER_DDL if name != "create")
 _FIELDS: Final = {"insert": "documents", "update": "updates", "delete": "deletes"}
 
 
@@ -84,15 +73,15 @@ class ChunkRouter:
         self._shards = shards
         self._chunks = chunks
         self._cluster_time = cluster_time
-        self._participants: dict[tuple[bytes, int], list[str]] = {}
+        self.transactions = TransactionRouter(shards, cluster_time)
 
     def register(self, commands: dict[str, Handler]) -> None:
         """Route the CRUD and transaction commands; spread DDL (wrapping what is there)."""
         commands["insert"] = self.insert
         commands["update"] = self.update
         commands["delete"] = self.delete
-        commands["committransaction"] = self.commit
-        commands["aborttransaction"] = self.abort
+        commands["committransaction"] = self.transactions.commit
+        commands["aborttransaction"] = self.transactions.abort
         for name in SPREAD_DDL:
             commands[name] = self._spread(commands[name])
 
@@ -106,12 +95,7 @@ class ChunkRouter:
 
     def _send(self, shard: EmulatedReplicaSet, body: Body) -> Body:
         """``body`` to ``shard``, as one statement of the client's transaction if any."""
-        if body.get("autocommit") is False:
-            joined = self._participants.setdefault(_session(body), [])
-            if shard.name not in joined:
-                joined.append(shard.name)
-                body["startTransaction"] = True
-        return shard.run_command(gossip(body, self._cluster_time()))
+        return shard.run_command(gossip(self.transactions.join(shard, body), self._cluster_time()))
 
     # -- CRUD --------------------------------------------------------------------------
 
@@ -149,14 +133,6 @@ class ChunkRouter:
 
         return owners
 
-    def _begin(self, body: Body) -> Body:
-        """``body`` without ``startTransaction``, which starts a new participant list: the
-        router adds it to each shard's first statement instead."""
-        if body.get("autocommit") is not False or not body.get("startTransaction"):
-            return body
-        self._participants[_session(body)] = []
-        return {k: v for k, v in body.items() if k != "startTransaction"}
-
     def _each(
         self, body: Body, command: str, owners: Callable[[Any], list[EmulatedReplicaSet]]
     ) -> Body:
@@ -166,7 +142,7 @@ class ChunkRouter:
     def _placed(
         self, body: Body, command: str, owners: Callable[[Any], list[EmulatedReplicaSet]]
     ) -> Body:
-        body = self._begin(body)
+        body = self.transactions.begin(body)
         field = _FIELDS[command]
         ops = body.get(field)
         if not isinstance(ops, list):
@@ -246,43 +222,6 @@ class ChunkRouter:
             return {"n": 1, "nModified": 1, "ok": 1.0}
         return None
 
-    # -- transactions ------------------------------------------------------------------
-
-    def commit(self, body: Body) -> Body:
-        """Answer ``commitTransaction``: on the one writing shard, or in two phases."""
-        shards = self._by_name()
-        joined = [shards[n] for n in self._participants.pop(_session(body), []) if n in shards]
-        if not joined:
-            return self._send(next(iter(shards.values())), body)
-        order = list(shards)
-        joined.sort(key=lambda shard: order.index(shard.name))
-        with contextlib.ExitStack() as locks:
-            for shard in joined:  # in the shards' order, as a migration takes them
-                locks.enter_context(shard.store.lock)
-            writers = [s for s in joined if s.transactions.has_writes(body)]
-            if len(writers) <= 1:
-                for shard in joined:
-                    shard.run_command(gossip(body, self._cluster_time()))
-                return {"ok": 1.0}
-            prepared = {shard.name: shard.transactions.prepare(body) for shard in writers}
-            commit_ts = max(shard.oplog_writer.next_ts() for shard in writers)
-            for shard in writers:
-                at = prepared[shard.name]
-                assert at is not None  # a writer prepared its operations
-                shard.transactions.commit_prepared(body, at, commit_ts)
-            for shard in joined:
-                if shard not in writers:
-                    shard.run_command(gossip(body, self._cluster_time()))
-        return {"ok": 1.0}
-
-    def abort(self, body: Body) -> Body:
-        """Answer ``abortTransaction`` on every participant."""
-        shards = self._by_name()
-        joined = [shards[n] for n in self._participants.pop(_session(body), []) if n in shards]
-        for shard in joined or [next(iter(shards.values()))]:
-            shard.run_command(gossip(body, self._cluster_time()))
-        return {"ok": 1.0}
-
     # -- DDL ---------------------------------------------------------------------------
 
     def _spread(self, handler: Handler) -> Handler:
@@ -308,13 +247,6 @@ class ChunkRouter:
             return reply
 
         return run
-
-
-def _session(body: Body) -> tuple[bytes, int]:
-    lsid, number = body.get("lsid"), body.get("txnNumber")
-    if not isinstance(lsid, dict) or not isinstance(number, int):
-        raise CommandError(72, "InvalidOptions", "a transaction needs both 'lsid' and 'txnNumber'")
-    return bson.encode(lsid), int(number)
 
 
 def _may_change_key(update: Any, pattern: dict[str, Any]) -> bool:

@@ -4,9 +4,9 @@ Every unsharded collection a client creates or writes through mongos lives on th
 cluster's *primary shard*, the first shard (in creation order), as a database's primary
 shard holds its unsharded collections. So DDL and ``listCollections`` / ``listIndexes``
 are forwarded to it (in-process, through :meth:`EmulatedNode.run_command`) with the
-mongos's cluster time gossiped in ``$clusterTime``; CRUD and the transaction commands are
-then taken over by ``chunk_routing``, which sends a sharded collection's writes to the
-shards owning their chunks (and the rest here too).
+mongos's cluster time gossiped in ``$clusterTime`` (:func:`gossip`). CRUD is
+``chunk_routing``'s (a sharded collection's writes go to the shards owning their chunks,
+the rest here too), the transaction commands ``transaction_router``'s.
 
 Reads keep their wider routing: ``find`` and ``aggregate`` (and ``count``, so they agree)
 read every shard, so documents a test loads on another shard are still seen;
@@ -25,25 +25,11 @@ from shardstream.emulator.catalog_commands import count_handler, database_lister
 from shardstream.emulator.faults import CommandError
 from shardstream.emulator.node import EmulatedNode
 from shardstream.emulator.user_write_block import parse_block_mode
+from shardstream.emulator.write_path import USER_DDL
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
-TO_PRIMARY_SHARD: Final = (
-    "insert",
-    "update",
-    "delete",
-    "create",
-    "drop",
-    "dropdatabase",
-    "renamecollection",
-    "collmod",
-    "createindexes",
-    "dropindexes",
-    "listcollections",
-    "listindexes",
-    "committransaction",
-    "aborttransaction",
-)
+TO_PRIMARY_SHARD: Final = (*USER_DDL, "listcollections", "listindexes")
 
 
 def gossip(body: Body, now: Timestamp) -> Body:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from shardstream.emulator.faults import CommandError, require_admin
+from shardstream.emulator.write_path import USER_DDL
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
@@ -25,15 +26,7 @@ USER_WRITES_BLOCKED: Final = 371
 BLOCKED_MESSAGE: Final = "User writes blocked"
 INTERNAL_DATABASES: Final = frozenset({"admin", "config", "local"})
 CRUD_OPERATIONS: Final = {"insert": "documents", "update": "updates", "delete": "deletes"}
-WHOLE_COMMANDS: Final = (
-    "create",
-    "drop",
-    "dropdatabase",
-    "renamecollection",
-    "collmod",
-    "createindexes",
-    "dropindexes",
-)
+WHOLE_COMMANDS: Final = USER_DDL
 
 
 def parse_block_mode(body: Body) -> bool:

@@ -10,7 +10,7 @@ changes were applied. The ``local`` database is never logged, as on a real node.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from shardstream.emulator import write_oplog
 from shardstream.emulator.document_store import (
@@ -26,6 +26,17 @@ from shardstream.emulator.transactions import Transaction, TransactionTable
 from shardstream.emulator.write_oplog import OplogWriter
 
 Body = dict[str, Any]
+# The DDL and index commands a user runs on a collection or database (mongos forwards them,
+# a write block refuses them, a spread collection's reach every shard).
+USER_DDL: Final = (
+    "create",
+    "drop",
+    "dropdatabase",
+    "renamecollection",
+    "collmod",
+    "createindexes",
+    "dropindexes",
+)
 # Fields every command may carry that are not the command's own arguments.
 GENERIC_FIELDS = frozenset(
     {
