@@ -50,10 +50,11 @@ lint: $(STAMP_DEV)
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy
 
-# Two pytest processes (pytest-xdist): half the suite's wall time is waiting (JVM starts,
-# subprocesses, sockets), so two take 11.5 min where one took 17.5 on 2 cores.
+# Three pytest processes (pytest-xdist) on 2 cores: much of the suite's wall time is
+# waiting (JVM starts, subprocesses, sockets); on a fresh clone two took 15.8 min of
+# pytest, three 12.5 (2026-11-28).
 unit: $(STAMP_DEV)
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q -n 3
 
 bench: $(STAMP_DEV)
 	$(BIN)/pytest -q benchmarks

@@ -137,6 +137,13 @@ def test_a_verify_once_caught_up_after_the_copy_finds_the_copy_equal(
     # The source holds still from the cut until the feed, and after it: whenever the
     # stream first finds nothing ready after the copy, the target must equal the source.
     running = sync_to_the_end(source, target, verify_after_copy=True)
+    # Everything is applied: the stream goes quiet, which runs the verify. Stopped before
+    # that (a loaded machine), the run would end without it.
+    wait_for(
+        lambda: any(line.startswith("verify, caught up") for line in running.lines)
+        or running.error,
+        "the verify once the stream is quiet",
+    )
     result = running.finish()
     assert result.copy_verify is not None
     assert result.copy_verify.equal
