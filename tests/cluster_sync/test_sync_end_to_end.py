@@ -140,8 +140,9 @@ def test_a_verify_once_caught_up_after_the_copy_finds_the_copy_equal(
     # Everything is applied: the stream goes quiet, which runs the verify. Stopped before
     # that (a loaded machine), the run would end without it.
     wait_for(
-        lambda: any(line.startswith("verify, caught up") for line in running.lines)
-        or running.error,
+        lambda: (
+            any(line.startswith("verify, caught up") for line in running.lines) or running.error
+        ),
         "the verify once the stream is quiet",
     )
     result = running.finish()
