@@ -8,7 +8,7 @@ Subcommands (verbs):
     shardstream bench [options]            replay or live throughput (ours vs native watch())
     shardstream ingest --table PATH ...    stream into a Delta change log + mirror (Spark)
     shardstream sync --source URI --target URI   replicate a cluster into another one
-    shardstream sync status|commit|pause|resume  talk to a running sync's API (--api-port)
+    shardstream sync status|commit|pause|resume|reverse   a running sync's API (--api-port)
     shardstream verify --source URI --target URI compare source and target collections
     shardstream demo [--no-spark|--sync]   simulated 3-shard cluster -> Spark -> Delta, checked
                                            (--sync: served live, synced into an emulated one)

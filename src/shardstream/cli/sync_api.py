@@ -1,5 +1,5 @@
 """``shardstream sync``'s progress and control API: its options, the server's lifetime, and
-``shardstream sync status|commit|pause|resume``, the wrappers a person runs.
+``shardstream sync status|commit|pause|resume|reverse``, the wrappers a person runs.
 
 ``sync --api-port PORT`` serves the API (``cluster_sync.control_api``) while the sync runs,
 and, once committed, until Ctrl-C (a runbook reads ``COMMITTED`` and ``canWrite`` from it).
@@ -48,7 +48,8 @@ def add_api_arguments(sync: argparse.ArgumentParser) -> None:
         type=int,
         metavar="PORT",
         help="serve the progress and control API (mongosync's endpoints: /api/v1/progress, "
-        "/api/v1/commit, /api/v1/pause, /api/v1/resume; /metrics for Prometheus) on PORT",
+        "/api/v1/commit, /api/v1/pause, /api/v1/resume, /api/v1/reverse; /metrics for "
+        "Prometheus) on PORT",
     )
     sync.add_argument(
         "--api-host",
@@ -60,13 +61,14 @@ def add_api_arguments(sync: argparse.ArgumentParser) -> None:
         "--api-token-file",
         metavar="FILE",
         help="a file holding the API's bearer token: required by the API on every request, "
-        "sent by the status/commit/pause/resume wrappers",
+        "sent by the status/commit/pause/resume/reverse wrappers",
     )
     sync.add_argument(
         "--api",
         default=DEFAULT_API_URL,
         metavar="URL",
-        help=f"the running sync's API, for status/commit/pause/resume (default {DEFAULT_API_URL})",
+        help=f"the running sync's API, for status/commit/pause/resume/reverse (default "
+        f"{DEFAULT_API_URL})",
     )
     sync.add_argument(
         "--no-write-blocking",
