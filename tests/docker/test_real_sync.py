@@ -24,10 +24,12 @@ failure).  Both start two containers (about 10 processes): allow minutes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
@@ -120,7 +122,9 @@ def _cli_sync(source: str, target: str, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def test_a_killed_cli_sync_into_a_replica_set_resumes_to_equal(docker_engine: None) -> None:
+@contextlib.contextmanager
+def _seeded_into_replica_set() -> Iterator[tuple[Any, str, MongoClient[Any], MongoClient[Any]]]:
+    """A seeded sharded source and an empty replica-set target, with a client on each."""
     with (
         sharded_cluster(IMAGE) as source,
         replica_set(IMAGE) as target_uri,
@@ -128,6 +132,11 @@ def test_a_killed_cli_sync_into_a_replica_set_resumes_to_equal(docker_engine: No
         _client(target_uri) as dst,
     ):
         seed_source(src)
+        yield source, target_uri, src, dst
+
+
+def test_a_killed_cli_sync_into_a_replica_set_resumes_to_equal(docker_engine: None) -> None:
+    with _seeded_into_replica_set() as (source, target_uri, src, dst):
         process = _cli_sync(source.uri, target_uri)
         try:
             wait_for(
@@ -157,17 +166,12 @@ def test_a_commit_blocks_the_real_sources_writes_and_leaves_the_target_equal(
     """The cutover against real servers: ``setUserWriteBlockMode`` through a real mongos
     (every shard refuses user writes with 371), the stream applied past the source's time
     after the block, verify equal, ``COMMITTED``; then the block is lifted by hand."""
-    from shardstream.cluster_sync import SyncJob, SyncOptions
+    from shardstream.cluster_sync import SyncOptions
     from shardstream.cluster_sync.control_api import ControlApi
+    from shardstream.cluster_sync.migration import Migration
 
-    with (
-        sharded_cluster(IMAGE) as source,
-        replica_set(IMAGE) as target_uri,
-        _client(source.uri) as src,
-        _client(target_uri) as dst,
-    ):
-        seed_source(src)
-        job = SyncJob(SyncOptions(source=source.uri, target=target_uri))
+    with _seeded_into_replica_set() as (source, target_uri, src, dst):
+        job = Migration(SyncOptions(source=source.uri, target=target_uri))
         api = ControlApi(job, port=0).start()
         sync = SyncThread(job.run)
         try:

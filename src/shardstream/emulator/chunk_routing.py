@@ -129,7 +129,8 @@ class ChunkRouter:
             owner = chunks.owner_of_query(query)
             if owner is not None:
                 return [shards[owner]]
-            return [shards[name] for name in shards if name in chunks.shards()]
+            holding = chunks.shards()
+            return [shard for name, shard in shards.items() if name in holding]
 
         return owners
 
