@@ -11,6 +11,9 @@ the time went.  Commands (the child answers each one):
   the first ``busy`` shards and a periodic no-op every ``noop_s`` seconds on every shard,
   as mongod's ``periodicNoopIntervalSecs`` writer does;
 * ``quiet``: stop the writers; ``exit``.
+
+``acknowledge_only`` databases: mongos answers their writes without applying them
+(:mod:`shardstream.emulator.acknowledge_only`), a target that costs only the answer.
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ from typing import Any
 from shardstream.bench.emulated import ClusterClock, ClusterWriters, preload
 
 
-def _serve(conn: Connection, shards: int, oplogs: list[bytes]) -> None:
+def _serve(
+    conn: Connection, shards: int, oplogs: list[bytes], acknowledge_only: tuple[str, ...]
+) -> None:
     from shardstream.emulator import EmulatedCluster  # only this process serves
 
     with EmulatedCluster(shards=shards) as cluster:
+        if acknowledge_only:
+            cluster.mongos.acknowledge_only(acknowledge_only)
         if oplogs:
             preload(cluster, oplogs)
         conn.send(cluster.uri)
@@ -62,11 +69,17 @@ def _serve(conn: Connection, shards: int, oplogs: list[bytes]) -> None:
 class ClusterProcess:
     """An emulated cluster of ``shards`` shards, preloaded with ``oplogs`` (one per shard)."""
 
-    def __init__(self, shards: int, oplogs: list[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        shards: int,
+        oplogs: list[bytes] | None = None,
+        *,
+        acknowledge_only: tuple[str, ...] = (),
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
-            target=_serve, args=(child, shards, oplogs or []), daemon=True
+            target=_serve, args=(child, shards, oplogs or [], acknowledge_only), daemon=True
         )
         self._process.start()
         self.uri: str = self._conn.recv()

@@ -248,8 +248,9 @@ def watch(
             shard is tailed by a thread or by a child process (``spawn``; the caller's
             script needs a ``__main__`` guard). See ``benchmarks/README.md``.
         fast_path: on a live cluster, read the shards' entries as raw BSON and write the
-            common events straight from the bytes when the options allow it (the
-            defaults, no images, no ``resume_after``/``start_after``); the events,
+            common events straight from the bytes when the options allow it (no images,
+            no split events, no ``resume_after``/``start_after`` past an event; expanded
+            events and raw update descriptions included); the events,
             tokens and errors are the reference path's. False: always the reference
             path (for comparisons).
         internal_options: the server's internal flags as ChangeStreamOptions names
@@ -282,7 +283,7 @@ def watch(
         start = options.resume_token.cluster_time if options.resume_token else None
         start = start or start_at_operation_time
         # fast_path_applies is the one gate: resuming (tokens compared on the shards),
-        # images and the expanded events all keep the reference path.
+        # images and split events keep the reference path.
         raw = fast_path and fast_path_applies(options)
         live = connect_live_cluster(
             source,

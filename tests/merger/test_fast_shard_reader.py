@@ -121,7 +121,7 @@ def test_fast_updates_carry_their_entrys_o_as_the_reference_does(tmp_path: Path)
 def test_a_raw_source_needs_options_the_fast_path_covers(tmp_path: Path) -> None:
     sources = {n: RoundTrip(s, raw=True) for n, s in _corpus_files(tmp_path, 1).items()}
     with pytest.raises(ConfigurationError, match="raw entries"):
-        MergedStream(sources, ChangeStreamOptions(show_expanded_events=True))
+        MergedStream(sources, ChangeStreamOptions(full_document="updateLookup"))
 
 
 def test_a_high_water_mark_resume_is_a_start_time() -> None:

@@ -99,11 +99,20 @@ def test_a_match_filter_and_a_database_scope_agree(cluster: EmulatedCluster) -> 
     assert {e["operationType"] for e, _ in fast} >= {"insert", "update", "drop"}
 
 
+def test_the_syncs_options_take_the_fast_path_and_agree(cluster: EmulatedCluster) -> None:
+    options = {"show_expanded_events": True, "show_raw_update_description": True}
+    fast = _read(cluster.uri, fast_path=True, **options)
+    assert_same_steps(fast, _read(cluster.uri, fast_path=False, **options))
+    assert {e["operationType"] for e, _ in fast} >= {"insert", "update", "delete", "drop"}
+    assert all("collectionUUID" in e for e, _ in fast if e["operationType"] == "insert")
+    assert any("rawUpdateDescription" in e for e, _ in fast)
+
+
 def test_options_the_fast_path_does_not_cover_take_the_reference_path(
     cluster: EmulatedCluster,
 ) -> None:
     with shardstream.watch(
-        cluster.uri, start_at_operation_time=START, show_expanded_events=True
+        cluster.uri, start_at_operation_time=START, full_document="updateLookup"
     ) as stream:
         readers = stream._merged._readers.values()
         assert all(type(reader) is ShardReader for reader in readers)

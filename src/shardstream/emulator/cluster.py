@@ -17,12 +17,13 @@ one for a test (one chunk, on the first shard), :meth:`EmulatedCluster.move_chun
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 from bson.timestamp import Timestamp
 
+from shardstream.emulator.acknowledge_only import AcknowledgeOnly
 from shardstream.emulator.chunk_migration import Balancer, ChunkCatalog
 from shardstream.emulator.chunk_routing import ChunkRouter
 from shardstream.emulator.config_server import CONFIG_VERSION_NS, EmulatedConfigServer
@@ -66,6 +67,13 @@ class EmulatedMongos(EmulatedNode):
         self._commands["update"] = update_targeting(
             self._commands["update"], self.sharding.sharded, max_wire_version
         )
+
+    def acknowledge_only(self, databases: Iterable[str]) -> AcknowledgeOnly:
+        """From now on, answer CRUD on ``databases`` without applying it (a benchmark's
+        target that costs only the acknowledgement; see :mod:`.acknowledge_only`)."""
+        mode = AcknowledgeOnly(databases)
+        mode.wrap(self._commands)
+        return mode
 
     def cluster_time(self) -> Timestamp:
         """The highest cluster time among the shards and the config server."""

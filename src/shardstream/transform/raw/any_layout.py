@@ -30,7 +30,6 @@ from shardstream.transform.raw.event_writer import (
 )
 from shardstream.transform.raw.oplog_entry import NS, OBJECT, OBJECT2, OP, TS, UI, WALL
 from shardstream.transform.raw.transaction_events import transaction_events
-from shardstream.transform.raw.update_description import update_description_bytes
 
 _SHORT_OP: Final = b"\x02\x00\x00\x00"  # a one-character op string's length
 _OID_ID_ELEMENT: Final = b"\x07_id\x00"
@@ -109,7 +108,7 @@ def any_layout_events(
     else:
         at = slots[OBJECT2]
         key = _object_id_key(doc, at) if at >= 0 else b""
-        update = update_description_bytes(o)
+        update = templates.update_element(o)
         if update is None:
             return -1
         description = update

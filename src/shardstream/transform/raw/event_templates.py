@@ -10,11 +10,16 @@ entry in mongod's layout (``by_run``), or the separate pieces (``by_parts``).
 from __future__ import annotations
 
 import uuid as uuid_module
+from collections.abc import Callable
 from typing import Any, Final
 
 from shardstream.transform import fields as f
 from shardstream.transform.options import ChangeStreamOptions, StreamScope
 from shardstream.transform.raw.event_writer import CrudEventTemplate
+from shardstream.transform.raw.update_description import (
+    raw_update_description_bytes,
+    update_description_bytes,
+)
 from shardstream.transform.stages.oplog_match import OplogMatch
 from shardstream.transform.stages.view_event import VIEWS_COLLECTION
 
@@ -25,6 +30,10 @@ NOOP: Final = 0x6E  # n
 COMMAND: Final = 0x63  # c
 OPERATION_TYPES: Final = {INSERT: f.INSERT, UPDATE: f.UPDATE, DELETE: f.DELETE}
 NOT_BUILT: Final = object()  # a cache miss (None is a cached "not templatable")
+
+
+def _to_the_reference(_o: bytes) -> None:
+    """No description from the fast path: the entry takes the reference path."""
 
 
 class EventTemplates:
@@ -38,6 +47,14 @@ class EventTemplates:
         self._match = OplogMatch(options)
         self._collection_scope = options.scope is StreamScope.COLLECTION
         self._version = options.default_token_version
+        self._expanded = options.show_expanded_events
+        # An update's o to its event's description element (None: the reference decides).
+        self.update_element: Callable[[bytes], bytes | None] = update_description_bytes
+        if options.show_raw_update_description:
+            self.update_element = raw_update_description_bytes
+        elif self._expanded and options.at_least(6, 1):
+            # updateDescription gains disambiguatedPaths, which only the reference writes.
+            self.update_element = _to_the_reference
         # op-ns-ui bytes (layout matches; txn op 0) and (run, txn op index) -> template
         self.by_run: dict[Any, CrudEventTemplate | None] = {}
         # op-ns-ui run + "\x03o\x00" (the entry's bytes up to o's value) -> template; only
@@ -85,5 +102,6 @@ class EventTemplates:
             self._version,
             matched=self._match.operation({"op": "i", "ns": namespace}),
             txn_op_index=txn_op_index,
+            expanded=self._expanded,
         )
         return template if template.token_middle is not None else None

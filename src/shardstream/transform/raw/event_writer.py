@@ -38,6 +38,7 @@ _ID_FIELD: Final = b"\x03_id\x00"
 _DATA_FIELD: Final = b"\x02_data\x00"
 _CLUSTER_TIME_FIELD: Final = b"\x11clusterTime\x00"
 _WALL_TIME_FIELD: Final = b"\x09wallTime\x00"
+_COLLECTION_UUID_FIELD: Final = b"\x05collectionUUID\x00\x10\x00\x00\x00\x04"  # binary, 16, UUID
 _FULL_DOCUMENT_FIELD: Final = b"\x03fullDocument\x00"
 _DOCUMENT_KEY_FIELD: Final = b"\x03documentKey\x00"
 OBJECT_ID_KEY_HEADER: Final = b"\x16\x00\x00\x00\x07_id\x00"  # {_id: ObjectId}, 22 bytes
@@ -70,9 +71,11 @@ def _document_element(name: str, value: Mapping[str, Any]) -> bytes:
 class CrudEventTemplate:
     """The constant pieces of one (namespace, collection UUID, operation type)'s events.
 
-    Only for events whose documentKey is ``{_id: <ObjectId>}`` and whose token is a
-    plain (non-transaction) event token, laid out as ``time | middle | ObjectId |
-    suffix`` (versions 1 and 2); ``token_middle`` is None when it is not.
+    ``expanded`` (``showExpandedEvents``): ``collectionUUID`` between ``clusterTime`` and
+    ``wallTime``, as the server places it.  Only for events whose documentKey is
+    ``{_id: <ObjectId>}`` and whose token is a plain (non-transaction) event token, laid
+    out as ``time | middle | ObjectId | suffix`` (versions 1 and 2); ``token_middle`` is
+    None when it is not.
     ``matched`` is False for a namespace the stream's oplog filter drops.
     """
 
@@ -84,6 +87,7 @@ class CrudEventTemplate:
         "ns_key",
         "token_middle",
         "token_suffix",
+        "wall_field",
     )
 
     def __init__(
@@ -95,8 +99,13 @@ class CrudEventTemplate:
         *,
         matched: bool = True,
         txn_op_index: int = 0,
+        expanded: bool = False,
     ) -> None:
         self.matched = matched
+        # What comes between clusterTime's value and wallTime's.
+        self.wall_field = _WALL_TIME_FIELD
+        if expanded:
+            self.wall_field = _COLLECTION_UUID_FIELD + ui.bytes + _WALL_TIME_FIELD
         layout = _token_layout(ui, operation_type, token_version, txn_op_index)
         self.token_middle: bytes | None = None
         self.token_suffix = b""
@@ -118,7 +127,7 @@ class CrudEventTemplate:
             + hex_size
             + len(self.after_token)
             + 8
-            + len(_WALL_TIME_FIELD)
+            + len(self.wall_field)
             + 8
             + len(self.ns_key)
             + OBJECT_ID_KEY_SIZE
@@ -200,7 +209,7 @@ def write_crud_event(
             data,
             template.after_token,
             ts_value,
-            _WALL_TIME_FIELD,
+            template.wall_field,
             wall_value,
             field,
             full_document,

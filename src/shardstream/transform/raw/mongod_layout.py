@@ -39,7 +39,6 @@ from shardstream.transform.raw.oplog_entry import (
     NOOP_LAYOUT,
 )
 from shardstream.transform.raw.transaction_events import NOT_LAID_OUT, laid_out_transaction_events
-from shardstream.transform.raw.update_description import update_description_bytes
 
 # struct's unpack_from reads in place: no slice, about half the cost of int.from_bytes.
 _read_int32: Final = struct.Struct("<i").unpack_from
@@ -146,7 +145,7 @@ def mongod_layout_events(
     if not template.matched:
         return ts
     if op == UPDATE:
-        update = update_description_bytes(o)
+        update = templates.update_element(o)
         if update is None:
             return -1
         description = update

@@ -43,15 +43,12 @@ _OTHER_LAYOUT: Final = NOT_LAID_OUT
 def fast_path_applies(options: ChangeStreamOptions) -> bool:
     """Whether a stream with ``options`` can take the fast path for its CRUD entries.
 
-    Options that change CRUD events (expanded events, raw update descriptions, images,
-    split events) or that need tokens compared (resuming) keep the reference path.
+    Expanded events (``collectionUUID``) and raw update descriptions (the entry's ``o``)
+    are written from the entry's bytes too; options that need another document (images),
+    split events or tokens compared (resuming) keep the reference path.
     """
     return (
-        not options.show_expanded_events
-        and not options.show_raw_update_description
-        and not options.wants_images
-        and not options.split_large_events
-        and options.resume_token is None
+        not options.wants_images and not options.split_large_events and options.resume_token is None
     )
 
 

@@ -28,7 +28,6 @@ from shardstream.transform.raw.unwind_transaction import (
     parse_laid_out_transaction,
     parse_transaction,
 )
-from shardstream.transform.raw.update_description import update_description_bytes
 
 NOT_LAID_OUT: Final = -2  # not in mongod's layout: try parse_transaction
 _MISSING: Final = (0, 0, 0)  # (type, start, end) of an absent field
@@ -66,7 +65,7 @@ def laid_out_transaction_events(
         if len(o) < 5 or o[-1] or int.from_bytes(o[:4], "little") != len(o):
             return -1
         if op == UPDATE:
-            update = update_description_bytes(o)
+            update = templates.update_element(o)
             if update is None:
                 return -1
             description = update
@@ -124,7 +123,7 @@ def transaction_events(
         o_kind, at, end = op.get(b"o", _MISSING)
         if o_kind != 0x03:
             return -1
-        pieces = _crud_pieces(op_value[4], doc[at:end], op, doc)
+        pieces = _crud_pieces(op_value[4], doc[at:end], op, doc, templates)
         if pieces is None:
             return -1
         full_document, key, description = pieces
@@ -149,7 +148,7 @@ def _keep_diffs(templates: EventTemplates, base: int, diffs: list[tuple[int, byt
 
 
 def _crud_pieces(
-    op: int, o: bytes, fields: Fields, doc: bytes
+    op: int, o: bytes, fields: Fields, doc: bytes, templates: EventTemplates
 ) -> tuple[bytes | None, bytes, bytes] | None:
     """(fullDocument, documentKey, updateDescription) of a transaction's op, or None."""
     if int.from_bytes(o[:4], "little") != len(o) or o[-1] != 0:
@@ -164,7 +163,7 @@ def _crud_pieces(
         if o2 is None and o[4:9] == _OID_ID_ELEMENT:
             o2 = OBJECT_ID_KEY_HEADER + o[9:21] + b"\x00"
         return (o, o2, b"") if o2 is not None and is_object_id_key(o2) else None
-    description = update_description_bytes(o)
+    description = templates.update_element(o)
     if description is None or o2 is None or not is_object_id_key(o2):
         return None
     return None, o2, description

@@ -38,6 +38,7 @@ _INT32_MAX: Final = 2**31 - 1
 _read_int32: Final = struct.Struct("<i").unpack_from
 _pack_int32: Final = struct.Struct("<i").pack
 _FIELD_NAME: Final = b"\x03updateDescription\x00"
+_RAW_FIELD_NAME: Final = b"\x03rawUpdateDescription\x00"
 _UPDATED_FIELDS: Final = b"\x03updatedFields\x00"
 _EMPTY_LISTS: Final = (
     b"\x04removedFields\x00\x05\x00\x00\x00\x00\x04truncatedArrays\x00\x05\x00\x00\x00\x00\x00"
@@ -76,16 +77,34 @@ def update_description_bytes(o: bytes) -> bytes | None:
         return None
 
 
+def raw_update_description_bytes(o: bytes) -> bytes | None:
+    """The ``rawUpdateDescription`` element of a ``$v:2`` update: its ``o``, as it is.
+
+    As the reference (``EventTransform._update``), the diff is not parsed, only found:
+    ``o`` must be ``{$v: 2, diff: {...}}`` exactly.  None for any other update (modifier
+    updates, replacements, a malformed ``o``): the reference decides, or reports it.
+    """
+    diff_at = _diff_offset(o)
+    if diff_at < 0 or diff_at + 4 > len(o) or diff_at + _read_int32(o, diff_at)[0] != len(o) - 1:
+        return None
+    return _RAW_FIELD_NAME + o
+
+
+def _diff_offset(o: bytes) -> int:
+    """Where ``o``'s diff document starts, when ``o`` begins ``$v: 2, diff: {``; else -1."""
+    for header in _V2_HEADERS:
+        if o.startswith(header, 4):
+            return 4 + len(header)
+    return -1
+
+
 def _simple_update_description(o: bytes) -> bytes | None:
     """The ``updateDescription`` element (type, name, value) of ``o``, or None if not common.
 
     ``o`` is the whole BSON of the entry's ``o`` (length prefix checked by the caller).
     """
-    for header in _V2_HEADERS:
-        if o.startswith(header, 4):
-            diff_at = 4 + len(header)
-            break
-    else:
+    diff_at = _diff_offset(o)
+    if diff_at < 0:
         return None
     if diff_at + 4 > len(o):
         return None  # cut short: the reference reports it
