@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
-from pymongo.operations import ReplaceOne
+from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.writer_lanes import (
+    JOINED_WRITES_MAX,
     JointRole,
     SegmentItem,
+    by_command,
     plan_lanes,
     run_lanes,
 )
@@ -81,9 +85,15 @@ def test_the_plan_puts_each_write_on_its_document_lane_once_in_order() -> None:
     assert sorted(seen) == [w.token["seq"] for w in _flat(segment)]  # every write once
     transactions = [item for item in segment if isinstance(item, list)]
     roles = [s for steps in plan for s in steps if isinstance(s, JointRole)]
-    for item in transactions:  # one joint step per transaction, in each of its lanes
-        mine = [role for role in roles if role.step.writes is item]
-        assert len(mine) == len({_lane(write) for write in item})
+    steps = {id(role.step): role.step for role in roles}
+    assert len(steps) < len(transactions)  # some consecutive ones share a joint step
+    for item in transactions:  # whole in one joint step, which has a role in each lane
+        mine = [step for step in steps.values() if item[0] in step.writes]
+        assert len(mine) == 1
+        at = mine[0].writes.index(item[0])
+        assert mine[0].writes[at : at + len(item)] == item
+        lanes = {_lane(write) for write in item}
+        assert len([role for role in roles if role.step is mine[0]]) == len(lanes)
 
 
 def test_a_transaction_cuts_a_lane_s_run_only_where_it_follows_its_own_documents() -> None:
@@ -104,7 +114,27 @@ def test_a_transaction_cuts_a_lane_s_run_only_where_it_follows_its_own_documents
         [w.token["seq"] for w in (s.step.writes if isinstance(s, JointRole) else s)]
         for s in plan[0]
     ]
-    assert shape == [[10, 11], [13], [0, 1, 2, 12, 14], [15, 16], [17]]
+    # The transactions of documents 8-9 and 9 are next to each other in the lane (the
+    # run between them writes neither): one joint step, one target transaction.
+    assert shape == [[10, 11, 13], [0, 1, 2, 12, 14], [15, 16], [17]]
+
+
+def test_transactions_share_a_joint_step_only_over_the_same_lanes_with_nothing_between() -> None:
+    lane_of = {doc: _lane(_write(doc, 0), 2) for doc in range(12)}
+    zero = [doc for doc in range(12) if lane_of[doc] == 0]
+    one = [doc for doc in range(12) if lane_of[doc] == 1]
+    both_1 = [_write(zero[0], 0, txn=1), _write(one[0], 1, txn=1)]
+    both_2 = [_write(zero[1], 2, txn=2), _write(one[1], 3, txn=2)]
+    only_zero = [_write(zero[2], 4, txn=3)]
+    between = _write(zero[1], 5)  # a later write of a document of both_2
+    both_3 = [_write(zero[1], 6, txn=4), _write(one[2], 7, txn=4)]
+    plan = plan_lanes([both_1, both_2, only_zero, between, both_3], 2)
+    steps = [[w.token["seq"] for w in s.step.writes] for s in plan[0] if isinstance(s, JointRole)]
+    # 1 and 2 joined; 3 (one lane) and 4 (after a write of its document) stand alone
+    assert steps == [[0, 1, 2, 3], [4], [6, 7]]
+    big = [[_write(zero[0], 2 * n, txn=n), _write(one[0], 2 * n + 1, txn=n)] for n in range(60)]
+    sizes = [len(s.step.writes) for s in plan_lanes(list(big), 2)[0] if isinstance(s, JointRole)]
+    assert sizes == [JOINED_WRITES_MAX, 120 - JOINED_WRITES_MAX]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -133,7 +163,7 @@ def test_a_failing_transaction_stops_every_lane_and_raises_its_error() -> None:
     first_txn = next(item for item in segment if isinstance(item, list))
 
     def transaction(writes: list[CrudWrite]) -> None:
-        if writes is first_txn:
+        if first_txn[0] in writes:
             raise RuntimeError("the target refused the transaction")
 
     errors: list[BaseException] = []
@@ -150,3 +180,32 @@ def test_a_failing_transaction_stops_every_lane_and_raises_its_error() -> None:
     thread.join(10)
     assert not thread.is_alive(), "a lane kept waiting after the failure"
     assert [str(e) for e in errors] == ["the target refused the transaction"]
+
+
+def test_a_namespace_s_writes_go_as_few_commands_each_document_in_order() -> None:
+    rng = random.Random(4)
+    writes = []
+    for seq in range(300):
+        doc = rng.randrange(40)
+        kind = rng.choice(["replace", "update", "delete"])
+        model: Any = {
+            "replace": ReplaceOne({"_id": doc}, {"_id": doc, "seq": seq}, upsert=True),
+            "update": UpdateOne({"_id": doc}, {"$set": {"seq": seq}}),
+            "delete": DeleteOne({"_id": doc}),
+        }[kind]
+        writes.append(CrudWrite(NS, doc.to_bytes(4, "big"), model, {"seq": seq}, None))
+    runs = by_command(writes)
+    for run in runs:  # one write command each: deletes alone, or updates and replaces
+        assert len({isinstance(w.model, DeleteOne) for w in run}) == 1
+    applied = [w for run in runs for w in run]
+    assert sorted(w.token["seq"] for w in applied) == list(range(300))  # each write once
+    for doc in range(40):  # each document's writes in stream order
+        mine = [w.token["seq"] for w in applied if w.route == doc.to_bytes(4, "big")]
+        assert mine == sorted(mine)
+    # 300 writes of kinds drawn at random make ~120 commands as an ordered bulk write
+    switches = sum(
+        isinstance(a.model, DeleteOne) != isinstance(b.model, DeleteOne)
+        for a, b in itertools.pairwise(writes)
+    )
+    assert switches > 100
+    assert len(runs) < 30

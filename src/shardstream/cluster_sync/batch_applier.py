@@ -6,8 +6,9 @@ also puts a DDL event inside a transaction ahead of it). Within a segment the wr
 out through ``writers`` lanes (:mod:`~shardstream.cluster_sync.writer_lanes`), each write
 routed by a hash of (target namespace, ``_id``): one document's writes stay in order on
 one lane while different documents go in parallel, as ordered bulk writes per namespace.
-A source transaction is by default applied as one transaction on the target (all its
-events commit together), in step with the lanes of its documents only.
+A source transaction is by default applied inside one transaction on the target (all its
+events commit together; consecutive ones may share it, see ``writer_lanes``), in step with
+the lanes of its documents only.
 
 Every write is idempotent, so a write the target may or may not have taken before a
 connection dropped is simply sent again: connection errors are retried with exponential
@@ -42,7 +43,13 @@ from shardstream.cluster_sync.target_shard_key import (
     current_key_values,
     transaction_segments,
 )
-from shardstream.cluster_sync.writer_lanes import SegmentItem, by_namespace, plan_lanes, run_lanes
+from shardstream.cluster_sync.writer_lanes import (
+    SegmentItem,
+    by_command,
+    by_namespace,
+    plan_lanes,
+    run_lanes,
+)
 from shardstream.errors import ShardstreamError
 from shardstream.resume_token import ResumeToken
 
@@ -81,7 +88,7 @@ class BatchApplier:
             client: connected to the target (mongos or replica set).
             namespaces: scope and mapping, for DDL events.
             writers: parallel writer threads (>= 1).
-            transactions: apply a source transaction as one target transaction.
+            transactions: apply a source transaction inside one target transaction.
             on_conflict: ``fail``, ``overwrite`` (delete the document holding the key,
                 then write) or ``skip`` (drop the event's write).
             shard_target: apply ``shardCollection`` events to the target.
@@ -171,7 +178,8 @@ class BatchApplier:
 
     def _lane(self, writes: list[CrudWrite]) -> None:
         for target, group in by_namespace(writes):
-            self._bulk(target, group)
+            for run in by_command(group):
+                self._bulk(target, run)
 
     def _bulk(self, target: Namespace, writes: list[CrudWrite]) -> None:
         collection = self._collection(target)

@@ -40,7 +40,7 @@ class SyncOptions:
         namespaces: scope and ``--map`` rules.
         sync_id: the checkpoint's key: several syncs may share a target.
         writers: parallel writers (None: the number of source shards).
-        transactions: apply a source transaction as one target transaction.
+        transactions: apply a source transaction inside one target transaction.
         on_conflict: ``fail``, ``overwrite`` or ``skip``.
         shard_target: shard on the target what is sharded on the source, alike: the
             collections sharded at T0 before their copy, and ``shardCollection`` events.

@@ -8,6 +8,11 @@ once every lane involved has reached it; the others wait until it is done. So a
 transaction waits only for the earlier writes of the lanes it shares, not for the whole
 batch, and a later write of its documents cannot overtake it.
 
+Consecutive transactions over the same lanes, with nothing of those lanes between them,
+join one joint step (:func:`_joinable`): one target transaction for several.
+
+A lane's run is written per namespace, in write commands (:func:`by_command`).
+
 This cannot deadlock: every lane meets its joint steps in stream order, one total order
 for all lanes, so the joint step a lane waits at is never behind one that waits for it
 (the same argument as taking locks in a fixed order).
@@ -20,10 +25,16 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Final
+
+from pymongo.operations import DeleteOne
 
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.namespace_map import Namespace
 
+# Consecutive transactions over the same lanes share one target transaction up to this
+# many writes (a target transaction's size stays modest).
+JOINED_WRITES_MAX: Final = 100
 # A segment's items in stream order: a document write, or a transaction's writes.
 SegmentItem = CrudWrite | list[CrudWrite]
 
@@ -89,16 +100,43 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
         for write in item:
             touched.setdefault(lane_of(write), set()).add((write.target, write.route))
         involved = sorted(touched)
-        step = JointStep(item, threading.Barrier(len(involved)))
-        for n, lane in enumerate(involved):
-            role = JointRole(step, runs=n == 0)
+        places = {}
+        for lane in involved:
             docs = open_docs[lane]
-            if docs is not None and docs.isdisjoint(touched[lane]):
-                plan[lane].insert(len(plan[lane]) - 1, role)
-            else:  # the transaction follows writes of its documents: the run ends here
-                plan[lane].append(role)
+            # Before the open run when it writes none of the transaction's documents; else
+            # after it, and the run ends here.
+            places[lane] = len(plan[lane]) - (docs is not None and docs.isdisjoint(touched[lane]))
+        joined = _joinable(plan, places, len(item))
+        if joined is not None:
+            joined.writes.extend(item)
+            continue
+        step = JointStep(list(item), threading.Barrier(len(involved)))
+        for n, lane in enumerate(involved):
+            plan[lane].insert(places[lane], JointRole(step, runs=n == 0))
+            if places[lane] == len(plan[lane]) - 1:
                 open_docs[lane] = None
     return plan
+
+
+def _joinable(plan: list[list[LaneStep]], places: dict[int, int], size: int) -> JointStep | None:
+    """The joint step a transaction can join: the one right before its place in each of
+    its lanes, over the same lanes, with room for its ``size`` writes; else None.
+
+    Nothing of those lanes runs between the two, so applying both source transactions
+    as one target transaction changes no document's order; each stays atomic (its
+    writes commit together with the other's), and a target transaction costs ~50 writes'
+    CPU (``benchmarks/README.md``, "Cluster sync").
+    """
+    before = set()
+    for lane, place in places.items():
+        step = plan[lane][place - 1] if place else None
+        if not isinstance(step, JointRole):
+            return None
+        before.add(id(step.step))
+        joint = step.step
+    if len(before) != 1 or joint.arrived.parties != len(places):
+        return None
+    return joint if len(joint.writes) + size <= JOINED_WRITES_MAX else None
 
 
 def run_lanes(
@@ -173,3 +211,27 @@ def by_namespace(writes: list[CrudWrite]) -> list[tuple[Namespace, list[CrudWrit
     for write in writes:
         groups.setdefault(write.target, []).append(write)
     return list(groups.items())
+
+
+def by_command(writes: list[CrudWrite]) -> list[list[CrudWrite]]:
+    """One namespace's writes as runs that each go out as one write command.
+
+    An ordered bulk write sends a command per run of one kind (``update`` for replaces
+    and updates, ``delete`` for deletes), and a command costs as much CPU as ~50 writes
+    in it (``benchmarks/README.md``, "Cluster sync"): interleaved deletes made one
+    command per 2-3 writes.  Only a document's own writes are ordered, so each write
+    goes in the first layer after its document's previous write (that layer itself if
+    it is of the same kind: one ordered command keeps them in order); a layer's updates
+    and deletes touch different documents and go as two commands.
+    """
+    layers: list[tuple[list[CrudWrite], list[CrudWrite]]] = []
+    last: dict[bytes, tuple[int, bool]] = {}  # document -> (its last layer, was a delete)
+    for write in writes:
+        deletes = isinstance(write.model, DeleteOne)
+        seen = last.get(write.route)
+        layer = 0 if seen is None else seen[0] + (seen[1] is not deletes)
+        if layer == len(layers):
+            layers.append(([], []))
+        layers[layer][deletes].append(write)
+        last[write.route] = (layer, deletes)
+    return [run for pair in layers for run in pair if run]
