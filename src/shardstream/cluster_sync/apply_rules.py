@@ -103,19 +103,23 @@ def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite 
     kind = event.get("operationType")
     ns = event.get("ns") or {}
     db, coll = ns.get("db"), ns.get("coll")
-    if kind == "rename" and isinstance(db, str) and not namespaces.in_scope(db, coll):
-        _refuse_rename_into_scope(event, namespaces)
-    if kind in IGNORED_TYPES or not isinstance(db, str) or not namespaces.in_scope(db, coll):
-        return None
-    if kind in DDL_TYPES:
-        return DdlChange(event)
-    if kind not in CRUD_TYPES or not isinstance(coll, str):
+    if kind in CRUD_TYPES and type(db) is str and type(coll) is str:
+        # The common case first: a document write, its namespace's verdict remembered.
+        target = namespaces.crud_target(db, coll)
+        if target is None:
+            return None
+    else:
+        if kind == "rename" and isinstance(db, str) and not namespaces.in_scope(db, coll):
+            _refuse_rename_into_scope(event, namespaces)
+        if kind in IGNORED_TYPES or not isinstance(db, str) or not namespaces.in_scope(db, coll):
+            return None
+        if kind in DDL_TYPES:
+            return DdlChange(event)
         raise OplogError(
             f"expected a CRUD or DDL change event to apply, got operationType {kind!r} "
             f"(token {event.get('_id')!r})"
         )
     key = _required(event, "documentKey")
-    target = namespaces.target(db, coll)
     model: WriteModel
     document = update = None
     if kind in ("insert", "replace"):
@@ -174,7 +178,7 @@ def _refuse_rename_into_scope(event: Mapping[str, Any], namespaces: NamespaceMap
 
 def _required(event: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = event.get(name)
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # dict: no ABC check
         raise OplogError(
             f"expected a {event.get('operationType')} event with a document {name!r}, got "
             f"{value!r:.100} (token {event.get('_id')!r})"

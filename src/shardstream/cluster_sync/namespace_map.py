@@ -112,6 +112,10 @@ class NamespaceMap:
     selection: NamespaceFilter = dataclasses.field(
         init=False, repr=False, compare=False, default_factory=NamespaceFilter
     )
+    # (db, coll) -> its target, or None out of scope: asked once per change event.
+    _crud_targets: dict[tuple[str, str], Namespace | None] = dataclasses.field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if self.coll is not None and self.db is None:
@@ -155,6 +159,17 @@ class NamespaceMap:
         if coll is None:
             return self.selection.may_select_database(db)
         return self.selection.selects(db, coll)
+
+    def crud_target(self, db: str, coll: str) -> Namespace | None:
+        """Where a document of ``db.coll`` is written, or None when it is out of scope
+        (:meth:`in_scope` and :meth:`target`, remembered per collection)."""
+        key = (db, coll)
+        try:
+            return self._crud_targets[key]
+        except KeyError:
+            target = self.target(db, coll) if self.in_scope(db, coll) else None
+            self._crud_targets[key] = target
+            return target
 
     def whole_database(self, db: str) -> bool:
         """Whether every collection of ``db`` is in scope (a dropDatabase may drop it whole
