@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import bson
+from bson.objectid import ObjectId
 from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.diff_to_pipeline import diff_to_pipeline
@@ -58,7 +59,9 @@ IGNORED_TYPES: Final = frozenset(
 WriteModel = ReplaceOne[Any] | UpdateOne | DeleteOne
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# Not frozen: one is built per event, and a frozen dataclass's __init__ sets each field
+# through object.__setattr__.
+@dataclasses.dataclass(slots=True)
 class CrudWrite:
     """One document write.
 
@@ -130,9 +133,18 @@ def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite 
         model = UpdateOne(dict(key), update, upsert=False)
     else:
         model = DeleteOne(dict(key))
-    route = bson.encode({"_id": key.get("_id")})
     token, transaction = event["_id"], transaction_of(event)
-    return CrudWrite(target, route, model, token, transaction, key, document, update)
+    return CrudWrite(target, route_of(key), model, token, transaction, key, document, update)
+
+
+def route_of(key: Mapping[str, Any]) -> bytes:
+    """A document's identity among its namespace's writes, from its ``_id``: an ObjectId's
+    bytes behind a tag (no encoding's first byte, its length, is 7 at 13 bytes), else
+    the BSON of ``{_id: value}``."""
+    value = key.get("_id")
+    if type(value) is ObjectId:
+        return b"\x07" + value.binary
+    return bson.encode({"_id": value})
 
 
 def update_of(event: Mapping[str, Any]) -> Any:

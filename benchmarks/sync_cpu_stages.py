@@ -1,0 +1,161 @@
+"""The sync's own CPU per event, stage by stage, with issue 28's changes off and on.
+
+Run: ``.venv/bin/python -m benchmarks.sync_cpu_stages [ENTRIES_PER_SHARD] [ROUNDS]``
+(defaults 5000 and 2: 20,883 events of the seeded 4-shard corpus, served by an emulated
+source in its own process).
+
+Each round measures, in this process (CPU seconds / events, every thread):
+
+* ``read``: ``watch()`` with the sync's options, each event taken as the bytes the merge
+  wrote (``try_next_raw``): tailers, merge, transform;
+* ``+ decode``: the same, each event decoded to the dict the sync plans from (``try_next``);
+* ``+ plan``: and each event planned as its target write (``apply_rules.plan_event``);
+* ``sync``: a whole ``SyncJob`` (phase 2 from the corpus's start) into a target whose mongos
+  only acknowledges the corpus's writes (``EmulatedMongos.acknowledge_only``), with 1 and 2
+  writers; the target process's CPU beside it.
+
+Each stage runs twice per round, interleaved: ``before``, the three changes of issue 28 item
+5 switched off as they were at aa349c2 (expanded events and raw update descriptions on
+the reference path; one ordered bulk write per namespace run, cut by the driver at every
+switch between updates and deletes; one target transaction per source transaction), and
+``after``, this tree.  Interleaving keeps a noisy machine's drift out of the comparison.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import shardstream
+import shardstream.cluster_sync.batch_applier as applier
+import shardstream.cluster_sync.writer_lanes as lanes
+import shardstream.stream as stream_module
+from benchmarks.cluster_process import ClusterProcess
+from benchmarks.corpus import oplog_bytes
+from benchmarks.timing import machine_line
+from shardstream.bench.emulated import CORPUS_START
+from shardstream.cluster_sync import SyncJob, SyncOptions
+from shardstream.cluster_sync.apply_rules import plan_event
+from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.transform import ChangeStreamOptions
+
+SOURCE_SHARDS = 4
+CORPUS_DATABASE = "shop"
+_SWITCHED = (
+    (stream_module, "fast_path_applies"),
+    (applier, "by_command"),
+    (lanes, "_joinable"),
+)
+_AFTER = tuple(getattr(module, name) for module, name in _SWITCHED)
+
+
+def _as_before(options: ChangeStreamOptions) -> bool:
+    """The fast path's gate as it was: the sync's options kept the reference path."""
+    return (
+        bool(_AFTER[0](options))
+        and not options.show_expanded_events
+        and not options.show_raw_update_description
+    )
+
+
+def _one_run(group: list[Any]) -> list[list[Any]]:
+    return [group]
+
+
+def _never(*_args: Any) -> None:
+    return None
+
+
+def switch(after: bool) -> None:
+    """Issue 28 item 5's changes on (``after``) or off."""
+    values = _AFTER if after else (_as_before, _one_run, _never)
+    for (module, name), value in zip(_SWITCHED, values, strict=True):
+        setattr(module, name, value)
+
+
+def read(uri: str, events: int, step: str) -> float:
+    """CPU seconds per event of reading ``events`` events, up to ``step``."""
+    namespaces = NamespaceMap()
+    cpu, count = time.process_time(), 0
+    with shardstream.watch(
+        uri,
+        start_at_operation_time=CORPUS_START,
+        show_expanded_events=True,
+        show_raw_update_description=True,
+    ) as stream:
+        while count < events:  # bounded: the source holds ``events`` events
+            if step == "read":
+                event: Any = stream.try_next_raw()
+            else:
+                event = stream.try_next()
+                if event is not None and step == "+ plan":
+                    plan_event(event, namespaces)
+            count += event is not None
+    return (time.process_time() - cpu) / events
+
+
+def sync(uri: str, writers: int) -> tuple[float, float, int]:
+    """(sync CPU, target CPU) per event, and events, of a sync into an acknowledging target."""
+    with ClusterProcess(2, acknowledge_only=(CORPUS_DATABASE,)) as target:
+        options = SyncOptions(
+            source=uri, target=target.uri, writers=writers, start_at=CORPUS_START, idle_exit_s=1
+        )
+        cpu, target_cpu = time.process_time(), target.cpu()
+        applied = SyncJob(options).run().applied
+        return (
+            (time.process_time() - cpu) / applied,
+            (target.cpu() - target_cpu) / applied,
+            applied,
+        )
+
+
+def main(argv: list[str]) -> int:
+    per_shard = int(argv[0]) if argv else 5000
+    rounds = int(argv[1]) if len(argv) > 1 else 2
+    print(machine_line())
+    datas = [oplog_bytes(per_shard, seed=n) for n in range(SOURCE_SHARDS)]
+    results: dict[str, dict[str, list[float]]] = {}
+
+    def measure(name: str, run: Callable[[], float]) -> None:
+        for after in (False, True):
+            switch(after)
+            value = run()
+            results.setdefault(name, {}).setdefault("after" if after else "before", []).append(
+                value
+            )
+        switch(True)
+
+    with ClusterProcess(SOURCE_SHARDS, datas) as source:
+        _, _, events = sync(source.uri, 1)  # also warms both processes up
+        print(
+            f"{SOURCE_SHARDS} shards x {per_shard:,} entries -> {events:,} events; {rounds} rounds"
+        )
+        for _ in range(rounds):
+            for step in ("read", "+ decode", "+ plan"):
+                measure(step, lambda step=step: read(source.uri, events, step))  # type: ignore[misc]
+            for writers in (1, 2):
+                target: list[float] = []
+
+                def synced(writers: int = writers, target: list[float] = target) -> float:
+                    own, theirs, _ = sync(source.uri, writers)
+                    target.append(theirs)
+                    return own
+
+                measure(f"sync, {writers} writer(s)", synced)
+                results[f"  target, {writers} writer(s)"] = {
+                    "before": target[::2],
+                    "after": target[1::2],
+                }
+    print(
+        f"{'CPU us/event (min of rounds)':32s} {'before':>8s} {'after':>8s} {'after/before':>13s}"
+    )
+    for name, values in results.items():
+        before, after = min(values["before"]) * 1e6, min(values["after"]) * 1e6
+        print(f"{name:32s} {before:8.0f} {after:8.0f} {after / before:13.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
