@@ -12,7 +12,10 @@ Each round measures, in this process (CPU seconds / events, every thread):
 * ``+ plan``: and each event planned as its target write (``apply_rules.plan_event``);
 * ``sync``: a whole ``SyncJob`` (phase 2 from the corpus's start) into a target whose mongos
   only acknowledges the corpus's writes (``EmulatedMongos.acknowledge_only``), with 1 and 2
-  writers; the target process's CPU beside it.
+  writers; the target process's CPU beside it;
+
+and once, pymongo's own CPU for the writes the sync sends (per write, per command, per
+transaction) into the same kind of target: the floor of the sync's writing.
 
 Each stage runs twice per round, interleaved: ``before``, the three changes of issue 28 item
 5 switched off as they were at aa349c2 (expanded events and raw update descriptions on
@@ -27,6 +30,11 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+import pymongo
+from pymongo.client_session import ClientSession
+from pymongo.operations import ReplaceOne
+from pymongo.write_concern import WriteConcern
 
 import shardstream
 import shardstream.cluster_sync.batch_applier as applier
@@ -43,6 +51,7 @@ from shardstream.transform import ChangeStreamOptions
 
 SOURCE_SHARDS = 4
 CORPUS_DATABASE = "shop"
+MAJORITY = WriteConcern("majority")  # as the sync writes
 _SWITCHED = (
     (stream_module, "fast_path_applies"),
     (applier, "by_command"),
@@ -111,6 +120,38 @@ def sync(uri: str, writers: int) -> tuple[float, float, int]:
         )
 
 
+def driver_costs(uri: str) -> dict[str, float]:
+    """pymongo's CPU (this process) for what the sync sends, into an acknowledging target:
+    per write in a 1000-write bulk write, per 3-write command, per 3-write transaction."""
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(uri)
+    orders = client[CORPUS_DATABASE].get_collection("orders", write_concern=MAJORITY)
+    writes: list[Any] = [
+        ReplaceOne({"_id": n}, {"_id": n, "customer": f"c{n}", "note": "x" * 100}, upsert=True)
+        for n in range(1000)
+    ]
+
+    def transaction(session: ClientSession) -> None:
+        orders.bulk_write(writes[:3], session=session)
+
+    def in_session() -> None:
+        with client.start_session() as session:
+            session.with_transaction(transaction, write_concern=MAJORITY)
+
+    runs: list[tuple[str, int, int, Callable[[], object]]] = [
+        ("per write (1000-write bulk)", 10, 10_000, lambda: orders.bulk_write(writes)),
+        ("per command (3 writes)", 1000, 1000, lambda: orders.bulk_write(writes[:3])),
+        ("per transaction (3 writes)", 300, 300, in_session),
+    ]
+    costs = {}
+    with client:
+        for name, repeat, count, run in runs:
+            cpu = time.process_time()
+            for _ in range(repeat):
+                run()
+            costs[name] = (time.process_time() - cpu) / count
+    return costs
+
+
 def main(argv: list[str]) -> int:
     per_shard = int(argv[0]) if argv else 5000
     rounds = int(argv[1]) if len(argv) > 1 else 2
@@ -144,16 +185,20 @@ def main(argv: list[str]) -> int:
                     return own
 
                 measure(f"sync, {writers} writer(s)", synced)
-                results[f"  target, {writers} writer(s)"] = {
-                    "before": target[::2],
-                    "after": target[1::2],
-                }
+                kept = results.setdefault(f"  target, {writers} writer(s)", {})
+                kept.setdefault("before", []).extend(target[::2])
+                kept.setdefault("after", []).extend(target[1::2])
+        with ClusterProcess(2, acknowledge_only=(CORPUS_DATABASE,)) as target_process:
+            driver = driver_costs(target_process.uri)
     print(
         f"{'CPU us/event (min of rounds)':32s} {'before':>8s} {'after':>8s} {'after/before':>13s}"
     )
     for name, values in results.items():
         before, after = min(values["before"]) * 1e6, min(values["after"]) * 1e6
         print(f"{name:32s} {before:8.0f} {after:8.0f} {after / before:13.2f}")
+    print("pymongo into the acknowledging target, CPU us:")
+    for name, cost in driver.items():
+        print(f"  {name:30s} {cost * 1e6:8.1f}")
     return 0
 
 

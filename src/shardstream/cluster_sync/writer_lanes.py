@@ -8,8 +8,8 @@ once every lane involved has reached it; the others wait until it is done. So a
 transaction waits only for the earlier writes of the lanes it shares, not for the whole
 batch, and a later write of its documents cannot overtake it.
 
-Consecutive transactions over the same lanes, with nothing of those lanes between them,
-join one joint step (:func:`_joinable`): one target transaction for several.
+A transaction right after a joint step in each of its lanes (nothing of those lanes
+between them) joins it (:func:`_joinable`): one target transaction for several.
 
 A lane's run is written per namespace, in write commands (:func:`by_command`).
 
@@ -32,8 +32,8 @@ from pymongo.operations import DeleteOne
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.namespace_map import Namespace
 
-# Consecutive transactions over the same lanes share one target transaction up to this
-# many writes (a target transaction's size stays modest).
+# Consecutive transactions, the later's lanes among the earlier's, share one target
+# transaction up to this many writes (a target transaction's size stays modest).
 JOINED_WRITES_MAX: Final = 100
 # A segment's items in stream order: a document write, or a transaction's writes.
 SegmentItem = CrudWrite | list[CrudWrite]
@@ -120,22 +120,24 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
 
 def _joinable(plan: list[list[LaneStep]], places: dict[int, int], size: int) -> JointStep | None:
     """The joint step a transaction can join: the one right before its place in each of
-    its lanes, over the same lanes, with room for its ``size`` writes; else None.
+    its lanes (so it spans them all, perhaps more), with room for its ``size`` writes;
+    else None.
 
-    Nothing of those lanes runs between the two, so applying both source transactions
-    as one target transaction changes no document's order; each stays atomic (its
-    writes commit together with the other's), and a target transaction costs ~50 writes'
-    CPU (``benchmarks/README.md``, "Cluster sync").
+    In each of the transaction's lanes nothing runs between the two, and its other lanes
+    hold none of the transaction's documents, so applying both source transactions as
+    one target transaction, at the joint step's place, changes no document's order;
+    each stays atomic (its writes commit together with the other's), and a target
+    transaction costs the CPU of ~70 writes (``benchmarks/README.md``, "Cluster sync").
     """
-    before = set()
+    steps = {}
     for lane, place in places.items():
-        step = plan[lane][place - 1] if place else None
-        if not isinstance(step, JointRole):
+        role = plan[lane][place - 1] if place else None
+        if not isinstance(role, JointRole):
             return None
-        before.add(id(step.step))
-        joint = step.step
-    if len(before) != 1 or joint.arrived.parties != len(places):
+        steps[id(role.step)] = role.step
+    if len(steps) != 1:
         return None
+    (joint,) = steps.values()
     return joint if len(joint.writes) + size <= JOINED_WRITES_MAX else None
 
 
