@@ -1,8 +1,9 @@
 """The sync's own CPU per event, stage by stage, with issue 28's changes off and on.
 
-Run: ``.venv/bin/python -m benchmarks.sync_cpu_stages [ENTRIES_PER_SHARD] [ROUNDS]``
-(defaults 5000 and 2: 20,883 events of the seeded 4-shard corpus, served by an emulated
-source in its own process).
+Run: ``.venv/bin/python -m benchmarks.sync_cpu_stages [ENTRIES_PER_SHARD] [ROUNDS]
+[--only=CHANGE ...]`` (defaults 5000 and 2: 20,883 events of the seeded 4-shard corpus,
+served by an emulated source in its own process; ``--only`` switches off just the changes
+named, of ``fast_path``, ``by_command`` and ``joined_transactions``).
 
 Each round measures, in this process (CPU seconds / events, every thread):
 
@@ -77,11 +78,15 @@ def _never(*_args: Any) -> None:
     return None
 
 
+CHANGES = ("fast_path", "by_command", "joined_transactions")  # as _SWITCHED, in order
+_switched_off = set(CHANGES)
+
+
 def switch(after: bool) -> None:
-    """Issue 28 item 5's changes on (``after``) or off."""
-    values = _AFTER if after else (_as_before, _one_run, _never)
-    for (module, name), value in zip(_SWITCHED, values, strict=True):
-        setattr(module, name, value)
+    """Issue 28 item 5's changes on (``after``), or those chosen off (``--only``)."""
+    before = (_as_before, _one_run, _never)
+    for change, (module, name), on, off in zip(CHANGES, _SWITCHED, _AFTER, before, strict=True):
+        setattr(module, name, off if not after and change in _switched_off else on)
 
 
 def read(uri: str, events: int, step: str) -> float:
@@ -153,6 +158,10 @@ def driver_costs(uri: str) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> int:
+    only = [arg.partition("=")[2] for arg in argv if arg.startswith("--only=")]
+    if only:  # "before" switches off just these changes
+        _switched_off.intersection_update(only)
+    argv = [arg for arg in argv if not arg.startswith("--")]
     per_shard = int(argv[0]) if argv else 5000
     rounds = int(argv[1]) if len(argv) > 1 else 2
     print(machine_line())
