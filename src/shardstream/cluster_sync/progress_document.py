@@ -8,7 +8,8 @@ and its last measured numbers (:class:`~shardstream.cluster_sync.sync_progress.P
   last commit did not finish);
 - ``lagTimeSeconds``: the source's newest committed time (its shards' majority points,
   read about once a second) minus the applied time, whole seconds, 0 when caught up, None
-  before the stream phase has measured it;
+  before the stream phase has measured it; 0 once committed (every write the source took
+  before its block is applied, and its later no-ops are not lag);
 - ``appliedClusterTime`` / ``sourceClusterTime`` as ``{"t": seconds, "i": increment}``;
 - ``documentsCopied`` / ``estimatedDocuments`` (the copy), ``eventsApplied`` (this run),
   ``conflicts`` (writes skipped or overwritten by ``--on-conflict``), ``retries`` (target
@@ -57,7 +58,7 @@ def progress_document(
         "state": state,
         "canCommit": state == STREAMING,
         "canWrite": state == COMMITTED,
-        "lagTimeSeconds": _behind(source, sample.applied_through),
+        "lagTimeSeconds": 0 if state == COMMITTED else _behind(source, sample.applied_through),
         "appliedClusterTime": cluster_time(sample.applied_through),
         "sourceClusterTime": cluster_time(source),
         "documentsCopied": sample.copied,
