@@ -1,6 +1,6 @@
 """Command line: parses arguments, calls the public API, writes JSON lines.
 
-Subcommands (verbs):
+Subcommands (verbs), each help text ending with the docs page to read (``help_pages``):
     shardstream token decode [TOKEN ...]   decode hex tokens or token documents
     shardstream token encode [JSON ...]    encode decoded-token JSON back to {_data, _typeBits}
     shardstream replay PATH [options]      oplog file -> change events (see replay --help)
@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from shardstream.cli.bench import add_bench_parser
+from shardstream.cli.help_pages import PrintVersion, add_docs_lines
 from shardstream.cli.ingest import add_ingest_parser
 from shardstream.cli.options import refuse_empty_values
 from shardstream.cli.replay import add_replay_parser
@@ -80,6 +81,7 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="shardstream",
         description="mongos-identical change streams from every shard's oplog, in parallel.",
     )
+    parser.add_argument("--version", action=PrintVersion)
     commands = parser.add_subparsers(title="commands")
     token = commands.add_parser("token", help="decode or encode resume tokens")
     token_commands = token.add_subparsers(title="token commands")
@@ -119,6 +121,7 @@ def _build_parser() -> argparse.ArgumentParser:
     for name, verb in commands.choices.items():
         if name != "token":  # token verbs report each bad input on its own line and go on
             verb.set_defaults(verb_parser=verb)
+    add_docs_lines(parser)  # last: every command, nested ones too, exists by now
     return parser
 
 
