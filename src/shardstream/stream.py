@@ -223,9 +223,9 @@ def watch(
             namespaces an include matches (all, without one) and no exclude matches; an
             exclude wins. Applied in each shard's oplog filter, before any transform.
             A rename is kept when either name is selected, a dropDatabase when some
-            collection of its database may be (README, "Namespace filters"). ``include``
+            collection of its database may be (docs/filters.md). ``include``
             and ``db`` are exclusive.
-        pipeline: ``$match`` stages, evaluated on each event (see README).
+        pipeline: ``$match`` stages, evaluated on each event (see docs/watch.md).
         full_document: ``updateLookup``, ``whenAvailable`` or ``required`` (needs ``lookup``).
         full_document_before_change: ``whenAvailable`` or ``required`` (needs ``lookup``).
         resume_after: a token document ``{_data, ...}`` to resume after.

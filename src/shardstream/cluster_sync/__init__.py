@@ -63,7 +63,7 @@ def sync(
         include / exclude: ``DB.COLL`` patterns with ``*`` wildcards, as for ``watch()``
             (an exclude wins; ``include`` and ``db`` are exclusive): what is neither
             copied, streamed nor verified. A rename into the scope from outside it stops
-            the sync (README, "Namespace filters").
+            the sync (docs/filters.md).
         report: receives the progress lines.
         options: the other :class:`SyncOptions` fields (``writers``, ``transactions``,
             ``on_conflict``, ``shard_target``, ``copy_readers``, ``sync_id``,

@@ -8,7 +8,7 @@ another shape (a later ``collMod``, or a name reused) builds nothing, since the 
 events that shaped it are replayed too. A rename onto a name the target already holds (the
 copy, read after T0, found the collection renamed) drops the old name's replayed remains
 instead; a rename that dropped its target on the source, if it falls before the copy's
-read, still replaces the newer copy with the replayed collection (noted in the README).
+read, still replaces the newer copy with the replayed collection (noted in docs/sync.md).
 After a kill, a DDL event is replayed only onto the target as it was just before or just
 after it: the batch applier stores a checkpoint on each side of every DDL event.
 

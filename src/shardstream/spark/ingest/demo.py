@@ -44,7 +44,7 @@ from shardstream.transform import ChangeStreamOptions
 # few enough that their fixed cost (~2 s each on 2 cores, whatever their size) does not
 # make the demo's ingest.
 DEMO_BATCH = 600
-# A lakehouse of a few hundred documents: 4 buckets (the README sizes B from the largest
+# A lakehouse of a few hundred documents: 4 buckets (docs/lakehouse.md sizes B from the largest
 # collection's expected size; the default, 16, would write 16 files per table a batch).
 DEMO_BUCKETS = 4
 

@@ -1,6 +1,6 @@
 """What ``make demo`` prints of the per-collection tables: typed rows, a history, a change feed.
 
-Read with deltalake and pyarrow as a user would (the README shows the same queries in Polars,
+Read with deltalake and pyarrow as a user would (docs/lakehouse.md shows the same queries in Polars,
 DuckDB and Spark SQL); nothing here is needed by the ingest itself.
 """
 
