@@ -1,6 +1,7 @@
 """The compiled modules (everything else is in pyproject): ``_ejson``, the Extended JSON
-writer's C half, the reader of a change event's row fields that uses it, and the fast
-path's check of an entry's bytes; ``_json_read``, the canonical Extended JSON reader's C half
+writer's C half, the reader of a change event's row fields that uses it, the cut of some
+fields out of an event's bytes (``event_split``), and the fast path's check of an entry's
+bytes; ``_json_read``, the canonical Extended JSON reader's C half
 (``token_json.loads``); ``_framing``, the loop that frames an oplog file's documents for
 its ``ts`` index (``oplog/ts_index.py``).
 
@@ -10,6 +11,7 @@ text, slower), ``token_json.loads`` reads with its Python hook, ``ts_index`` fra
 ``tests/transform/test_raw_extended_json.py`` and ``tests/resume_token/test_json_read.py``
 fail if a module is missing.
 """
+
 from __future__ import annotations
 
 from setuptools import Extension, setup
@@ -23,6 +25,7 @@ setup(
                 "src/shardstream/transform/raw/_event_walk.c",
                 "src/shardstream/transform/raw/_event_fields.c",
                 "src/shardstream/transform/raw/_event_columns.c",
+                "src/shardstream/transform/raw/_event_split.c",
                 "src/shardstream/transform/raw/_bson_check.c",
             ],
             depends=[

@@ -3,33 +3,48 @@
 Run: ``.venv/bin/python -m benchmarks.sync_cpu_stages [ENTRIES_PER_SHARD] [ROUNDS]
 [--only=CHANGE ...]`` (defaults 5000 and 2: 20,883 events of the seeded 4-shard corpus,
 served by an emulated source in its own process; ``--only`` switches off just the changes
-named, of ``fast_path``, ``by_command`` and ``joined_transactions``).
+named, of ``fast_path``, ``by_command``, ``joined_transactions``, ``raw_documents`` and
+``fast_resume``).
 
 Each round measures, in this process (CPU seconds / events, every thread):
 
 * ``read``: ``watch()`` with the sync's options, each event taken as the bytes the merge
   wrote (``try_next_raw``): tailers, merge, transform;
-* ``+ decode``: the same, each event decoded to the dict the sync plans from (``try_next``);
+* ``+ decode``: the same, each event decoded to the dict the sync plans from
+  (``try_next_decoded(sync_event)``);
 * ``+ plan``: and each event planned as its target write (``apply_rules.plan_event``);
+* ``read, resumed mid-corpus``: ``read`` of the corpus's second half, resumed after the
+  token halfway as a sync resumes after its checkpoint (``fast_resume``);
 * ``sync``: a whole ``SyncJob`` (phase 2 from the corpus's start) into a target whose mongos
   only acknowledges the corpus's writes (``EmulatedMongos.acknowledge_only``), with 1 and 2
   writers; the target process's CPU beside it;
 
 and once, pymongo's own CPU for the writes the sync sends (per write, per command, per
-transaction) into the same kind of target: the floor of the sync's writing.
+transaction) into the same kind of target: the floor of the sync's writing. Each round also
+takes the marginal CPU per event (the CPU of a run over a 500-entries-per-shard corpus taken
+off, so the start, the connections and the idle exit's second do not count) of the sync
+(after) and of ``shardstream replay --output-format bson`` of the same corpus's files (its
+process's CPU), and gives the sync's as a multiple of replay's, measured in the same run: the
+machine is shared, and its speed varies by 2-3x from day to day.
 
-Each stage runs twice per round, interleaved: ``before``, the three changes of issue 28 item
+Each stage runs twice per round, interleaved: ``before``, the five changes of issue 28 item
 5 switched off as they were at aa349c2 (expanded events and raw update descriptions on
 the reference path; one ordered bulk write per namespace run, cut by the driver at every
-switch between updates and deletes; one target transaction per source transaction), and
-``after``, this tree.  Interleaving keeps a noisy machine's drift out of the comparison.
+switch between updates and deletes; one target transaction per source transaction; each
+event decoded whole, an insert's document then encoded again by pymongo; a resumed stream
+on the reference path), and ``after``, this tree.  Interleaving keeps a noisy machine's
+drift out of the comparison.
 """
 
 from __future__ import annotations
 
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pymongo
@@ -39,6 +54,7 @@ from pymongo.write_concern import WriteConcern
 
 import shardstream
 import shardstream.cluster_sync.batch_applier as applier
+import shardstream.cluster_sync.batch_reader as reader
 import shardstream.cluster_sync.writer_lanes as lanes
 import shardstream.stream as stream_module
 from benchmarks.cluster_process import ClusterProcess
@@ -48,15 +64,19 @@ from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
 from shardstream.cluster_sync.apply_rules import plan_event
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.merger.raw.encoded_event import decode_event
 from shardstream.transform import ChangeStreamOptions
 
 SOURCE_SHARDS = 4
+SMALL_PER_SHARD = 500  # the corpus whose CPU is taken off for the marginal figures
 CORPUS_DATABASE = "shop"
 MAJORITY = WriteConcern("majority")  # as the sync writes
 _SWITCHED = (
     (stream_module, "fast_path_applies"),
     (applier, "by_command"),
     (lanes, "_joinable"),
+    (reader, "sync_event"),
+    (stream_module, "resumed_on_fast_path"),
 )
 _AFTER = tuple(getattr(module, name) for module, name in _SWITCHED)
 
@@ -78,36 +98,55 @@ def _never(*_args: Any) -> None:
     return None
 
 
-CHANGES = ("fast_path", "by_command", "joined_transactions")  # as _SWITCHED, in order
+# As _SWITCHED, in order.
+CHANGES = ("fast_path", "by_command", "joined_transactions", "raw_documents", "fast_resume")
 _switched_off = set(CHANGES)
 
 
 def switch(after: bool) -> None:
     """Issue 28 item 5's changes on (``after``), or those chosen off (``--only``)."""
-    before = (_as_before, _one_run, _never)
+    before = (_as_before, _one_run, _never, decode_event, _never)
     for change, (module, name), on, off in zip(CHANGES, _SWITCHED, _AFTER, before, strict=True):
         setattr(module, name, off if not after and change in _switched_off else on)
 
 
-def read(uri: str, events: int, step: str) -> float:
-    """CPU seconds per event of reading ``events`` events, up to ``step``."""
+def read(uri: str, events: int, step: str, **start: Any) -> float:
+    """CPU seconds per event of reading ``events`` events, up to ``step``, from ``start``
+    (``watch()``'s start options; default: the corpus's start)."""
     namespaces = NamespaceMap()
     cpu, count = time.process_time(), 0
+    with shardstream.watch(
+        uri,
+        show_expanded_events=True,
+        show_raw_update_description=True,
+        **(start or {"start_at_operation_time": CORPUS_START}),
+    ) as stream:
+        while count < events:  # bounded: the source holds ``events`` events
+            if step == "read":
+                event: Any = stream.try_next_raw()
+            else:  # as the sync's reader decodes (reader.sync_event, switched)
+                event = stream.try_next_decoded(vars(reader)["sync_event"])
+                if event is not None and step == "+ plan":
+                    plan_event(event, namespaces)
+            count += event is not None
+    return (time.process_time() - cpu) / events
+
+
+def middle_token(uri: str, events: int) -> dict[str, Any]:
+    """The resume token after the first ``events`` events: a sync's checkpoint mid-corpus."""
     with shardstream.watch(
         uri,
         start_at_operation_time=CORPUS_START,
         show_expanded_events=True,
         show_raw_update_description=True,
     ) as stream:
-        while count < events:  # bounded: the source holds ``events`` events
-            if step == "read":
-                event: Any = stream.try_next_raw()
-            else:
-                event = stream.try_next()
-                if event is not None and step == "+ plan":
-                    plan_event(event, namespaces)
-            count += event is not None
-    return (time.process_time() - cpu) / events
+        count = 0
+        while count < events:  # bounded: the source holds more events
+            count += stream.try_next_raw() is not None
+        token = stream.resume_token
+    if token is None:
+        raise RuntimeError("no resume token after the corpus's first events")
+    return token
 
 
 def sync(uri: str, writers: int) -> tuple[float, float, int]:
@@ -123,6 +162,32 @@ def sync(uri: str, writers: int) -> tuple[float, float, int]:
             (target.cpu() - target_cpu) / applied,
             applied,
         )
+
+
+def replay_cpu(datas: list[bytes]) -> float:
+    """CPU seconds of ``shardstream replay --output-format bson`` of the corpus's files (the
+    subprocess's own CPU, its start included)."""
+    with tempfile.TemporaryDirectory() as directory:
+        shards = []
+        for n, data in enumerate(datas):
+            path = Path(directory, f"shard{n}.bson")
+            path.write_bytes(data)
+            shards.append(f"--shard=shard{n}={path}")
+        command = [
+            sys.executable,
+            "-m",
+            "shardstream",
+            "replay",
+            *shards,
+            "--output-format",
+            "bson",
+        ]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        written = len(subprocess.run(command, check=True, capture_output=True).stdout)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if not written:
+        raise RuntimeError("replay wrote no events")
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def driver_costs(uri: str) -> dict[str, float]:
@@ -177,14 +242,30 @@ def main(argv: list[str]) -> int:
             )
         switch(True)
 
-    with ClusterProcess(SOURCE_SHARDS, datas) as source:
+    small_datas = [oplog_bytes(SMALL_PER_SHARD, seed=n) for n in range(SOURCE_SHARDS)]
+    with (
+        ClusterProcess(SOURCE_SHARDS, datas) as source,
+        ClusterProcess(SOURCE_SHARDS, small_datas) as small,
+    ):
         _, _, events = sync(source.uri, 1)  # also warms both processes up
         print(
             f"{SOURCE_SHARDS} shards x {per_shard:,} entries -> {events:,} events; {rounds} rounds"
         )
+        middle = middle_token(source.uri, events // 2)
+        rest = events - events // 2
+        marginal: dict[str, list[float]] = {}
         for _ in range(rounds):
+            small_events = sync(small.uri, 1)[2]
+            replay = replay_cpu(datas) - replay_cpu(small_datas)
+            marginal.setdefault("replay --output-format bson", []).append(
+                replay / (events - small_events)
+            )
             for step in ("read", "+ decode", "+ plan"):
                 measure(step, lambda step=step: read(source.uri, events, step))  # type: ignore[misc]
+            measure(
+                "read, resumed mid-corpus",
+                lambda: read(source.uri, rest, "read", resume_after=middle, fast_resume=True),
+            )
             for writers in (1, 2):
                 target: list[float] = []
 
@@ -193,10 +274,16 @@ def main(argv: list[str]) -> int:
                     target.append(theirs)
                     return own
 
-                measure(f"sync, {writers} writer(s)", synced)
+                name = f"sync, {writers} writer(s)"
+                measure(name, synced)
                 kept = results.setdefault(f"  target, {writers} writer(s)", {})
                 kept.setdefault("before", []).extend(target[::2])
                 kept.setdefault("after", []).extend(target[1::2])
+                own, _, small_events = sync(small.uri, writers)
+                full = results[name]["after"][-1] * events
+                marginal.setdefault(name, []).append(
+                    (full - own * small_events) / (events - small_events)
+                )
         with ClusterProcess(2, acknowledge_only=(CORPUS_DATABASE,)) as target_process:
             driver = driver_costs(target_process.uri)
     print(
@@ -205,6 +292,14 @@ def main(argv: list[str]) -> int:
     for name, values in results.items():
         before, after = min(values["before"]) * 1e6, min(values["after"]) * 1e6
         print(f"{name:32s} {before:8.0f} {after:8.0f} {after / before:13.2f}")
+    print(
+        f"marginal CPU us/event of the full corpus over a {SMALL_PER_SHARD}-entries-per-shard "
+        "one (min of rounds; after):"
+    )
+    replay = min(marginal["replay --output-format bson"])
+    for name, costs in marginal.items():
+        ratio = "" if name.startswith("replay") else f" {min(costs) / replay:6.1f}x replay"
+        print(f"  {name:30s} {min(costs) * 1e6:8.1f}{ratio}")
     print("pymongo into the acknowledging target, CPU us:")
     for name, cost in driver.items():
         print(f"  {name:30s} {cost * 1e6:8.1f}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -21,6 +21,7 @@ from pymongo import MongoClient
 from shardstream.errors import ConfigurationError, OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
+from shardstream.merger.floored_stream import FlooredStream
 from shardstream.merger.merged_stream import MergedStream
 from shardstream.merger.raw.encoded_event import EncodedEvent, leading_id
 from shardstream.merger.topology import TopologySource
@@ -44,7 +45,7 @@ class ChangeStream:
 
     def __init__(
         self,
-        merged: MergedStream,
+        merged: MergedStream | FlooredStream,
         *,
         batch_size: int,
         max_await_time_ms: int | None,
@@ -95,6 +96,28 @@ class ChangeStream:
             # A fast-path event is decoded here, and its copied values only now meet a
             # decoder: a corrupt one fails (and closes) the stream as on the reference path.
             document = event.document
+        except BaseException:
+            self.close()
+            raise
+        self._advance(document["_id"])
+        return document
+
+    def try_next_decoded(
+        self, decode: Callable[[bytes], dict[str, Any]], *, wait: bool = True
+    ) -> dict[str, Any] | None:
+        """:meth:`try_next`, a fast-path event decoded from its bytes by ``decode``: for a
+        reader that keeps some fields as bytes (the sync: ``cluster_sync.sync_event``).
+
+        ``decode`` must give the event's ``_id``; what it raises closes the stream, as a
+        corrupt event does in :meth:`try_next`. A reference-path event comes as
+        :meth:`try_next` gives it (already a dict: encoding it to decode it again would
+        only cost).
+        """
+        event = self._pop_event(wait)
+        if event is None:
+            return None
+        try:
+            document = decode(event.raw) if isinstance(event, EncodedEvent) else event.document
         except BaseException:
             self.close()
             raise
@@ -208,6 +231,7 @@ def watch(
     client_options: Mapping[str, Any] | None = None,
     tailer: str = "thread",
     fast_path: bool = True,
+    fast_resume: bool = False,
     **internal_options: Any,
 ) -> ChangeStream:
     """Open a change stream over every shard, merged as mongos merges it.
@@ -253,6 +277,12 @@ def watch(
             events and raw update descriptions included); the events,
             tokens and errors are the reference path's. False: always the reference
             path (for comparisons).
+        fast_resume: on a live cluster, ``resume_after`` a token this same stream (same
+            options) returned while reading: start at the token's cluster time on the fast
+            path and drop the events at or below it (``merger.floored_stream``), rather
+            than resume on the reference path. Unlike a resume, this does not fail when the
+            token's own event has left the oplog (a token read at majority never does).
+            For readers that restart after their own checkpoints (the sync).
         internal_options: the server's internal flags as ChangeStreamOptions names
             (``show_system_events``, ``show_raw_update_description``, ``server_version``,
             ``token_version`` ...).
@@ -279,9 +309,13 @@ def watch(
         )
     except TypeError as exc:
         raise ConfigurationError(f"unknown watch() option: {exc}") from exc
+    floor = ""  # with fast_resume: the token to drop events at or below
     if isinstance(source, str | MongoClient):
         start = options.resume_token.cluster_time if options.resume_token else None
         start = start or start_at_operation_time
+        started = resumed_on_fast_path(options) if fast_resume and fast_path else None
+        if started is not None and resume_after is not None:
+            options, floor = started, str(resume_after["_data"])
         # fast_path_applies is the one gate: resuming (tokens compared on the shards),
         # images and split events keep the reference path.
         raw = fast_path and fast_path_applies(options)
@@ -318,11 +352,28 @@ def watch(
         ignore_removed_shards=ignore_removed_shards,
     )
     return ChangeStream(
-        merged,
+        FlooredStream(merged, floor) if floor else merged,
         batch_size=batch_size or DEFAULT_BATCH_SIZE,
         max_await_time_ms=max_await_time_ms,
         start_token=start_after if start_after is not None else resume_after,
     )
+
+
+def resumed_on_fast_path(options: ChangeStreamOptions) -> ChangeStreamOptions | None:
+    """``options`` resuming after their token as a start at the token's time (the caller
+    drops the events up to the token), or None where the fast path cannot take them: no
+    ``resume_after`` (an invalidate's token comes as ``start_after``), a fragment's token, a
+    token of another version than the stream writes (tokens of two versions do not sort
+    together), or options the fast path refuses anyway."""
+    token = options.resume_after
+    if (
+        token is None
+        or token.fragment_num is not None
+        or token.version != options.default_token_version
+    ):
+        return None
+    started = options.with_options(resume_after=None, start_at_operation_time=token.cluster_time)
+    return started if fast_path_applies(started) else None
 
 
 def _token(document: Mapping[str, Any] | None) -> ResumeTokenData | None:

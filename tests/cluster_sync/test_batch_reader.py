@@ -1,8 +1,9 @@
 """The sync's read-ahead: batches in stream order, each with the stream's state after it.
 
 The stream here is a scripted stand-in with ``ChangeStream``'s reading surface
-(``try_next``, ``resume_token``, ``shard_positions``), so each batch's token can be checked
-against the event it must follow; the real stream goes through it in the end-to-end tests.
+(``try_next_decoded``, ``resume_token``, ``shard_positions``), so each batch's token can be
+checked against the event it must follow; the real stream goes through it in the end-to-end
+tests.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ class ScriptedStream:
             return None
         self.read += 1
         return self.events[self.read - 1]
+
+    def try_next_decoded(
+        self, decode: Callable[[bytes], dict[str, Any]], *, wait: bool = True
+    ) -> dict[str, Any] | None:
+        # Its events are dicts already, as a reference-path stream's: ``decode`` is not used.
+        return self.try_next(wait=wait)
 
     @property
     def resume_token(self) -> Mapping[str, Any] | None:

@@ -48,6 +48,14 @@ def test_the_target_ends_with_the_sources_true_final_data(
     assert copy_read["readConcern"] == {"level": "majority", "afterClusterTime": result.t0}
 
 
+def test_shards_tailed_by_child_processes_sync_the_same_final_data(
+    source: SimulatedSource, target: EmulatedCluster
+) -> None:
+    result, contents, _ = _sync_to_the_end(source, target, tailer="process")
+    assert result.applied > 0
+    assert contents == encoded_state(source.result.final_state)
+
+
 def test_verify_finds_the_synced_target_equal_and_names_a_difference(
     source: SimulatedSource, target: EmulatedCluster
 ) -> None:

@@ -196,6 +196,7 @@ def test_an_unreachable_target_is_one_line_naming_the_redacted_host_and_the_time
         ({"idle_exit_s": -1.0}, "--idle-exit"),
         ({"connect_timeout_s": 0.0}, "--connect-timeout"),
         ({"idle_exit_wait_s": float("nan")}, "--idle-exit-wait"),
+        ({"tailer": "fork"}, "--tailer"),
     ],
 )
 def test_option_values_that_mean_nothing_are_refused(options: dict[str, Any], named: str) -> None:

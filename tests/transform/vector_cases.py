@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from bson import json_util
 from bson.timestamp import Timestamp
 
 from shardstream.transform import ChangeStreamOptions
+from tests.paths import as_read_from_file, fast_run
 
 VECTOR_FILE = Path(__file__).parents[1] / "data" / "transform_cases.json"
 _JSON_OPTIONS = json_util.CANONICAL_JSON_OPTIONS
@@ -95,3 +97,17 @@ def as_one_oplog(entries: list[Any]) -> list[Any]:
 def pairs(text: str) -> Any:
     """Parse JSON keeping order and duplicates (objects become lists of pairs)."""
     return json.loads(text, object_pairs_hook=list)
+
+
+def fast_path_events(also: ChangeStreamOptions, corpora: Sequence[list[bytes]] = ()) -> list[bytes]:
+    """The fast path's event bytes for every vector (under its own options, then under
+    ``also`` scoped as the vector is), then for each corpus (oplog BSON) under ``also``."""
+    runs: list[tuple[list[bytes], ChangeStreamOptions]] = []
+    for case in RAW_CASES:
+        if case["options"].get("kind") == "resumeTokenEncoding" or case["name"] in SKIPPED:
+            continue
+        options = options_for(case)
+        docs = as_read_from_file(oplog_entries(case))
+        runs += [(docs, options), (docs, also.with_options(db=options.db, coll=options.coll))]
+    runs += [(docs, also) for docs in corpora]
+    return [event for docs, options in runs for event in fast_run(docs, options)[0][1]]

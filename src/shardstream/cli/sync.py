@@ -75,6 +75,13 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--writers", type=int, help="parallel writers (default: the number of source shards)"
     )
     sync.add_argument(
+        "--tailer",
+        default="thread",
+        choices=["thread", "process"],
+        help="tail each source shard in a thread or in a child process (default thread; "
+        "process takes the tailing off the sync's process, for many shards)",
+    )
+    sync.add_argument(
         "--no-transactions",
         action="store_true",
         help="apply a source transaction's events as single writes, not as one transaction",
@@ -193,6 +200,7 @@ def _run_sync(args: argparse.Namespace) -> int:
             ),
             sync_id=args.sync_id,
             writers=args.writers,
+            tailer=args.tailer,
             transactions=not args.no_transactions,
             on_conflict=args.on_conflict,
             shard_target=args.shard_target,

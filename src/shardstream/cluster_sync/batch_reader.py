@@ -43,6 +43,7 @@ from shardstream.cluster_sync.apply_rules import (
     transaction_of,
 )
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.sync_event import sync_event
 from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream
 
@@ -162,7 +163,7 @@ class BatchReader:
         stream = self._stream
         deadline = time.monotonic() + WAIT_S
         while True:  # bounded: WAIT_S with nothing in hand, else until the applier has room
-            event = stream.try_next(wait=False)
+            event = stream.try_next_decoded(sync_event, wait=False)
             if event is not None or self._halt.is_set():
                 return event
             if self._on_poll is not None:

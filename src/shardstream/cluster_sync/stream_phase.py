@@ -68,8 +68,10 @@ class StreamPhase:
         self.options, self.control, self._stopping = options, control, stopping
 
     def _open(self, checkpoint: Checkpoint) -> ChangeStream:
+        # After its own checkpoint the stream resumes on the fast path (fast_resume): a
+        # start at the token's time, the events up to the token dropped.
         start: dict[str, Any] = (
-            {"resume_after": checkpoint.token}
+            {"resume_after": checkpoint.token, "fast_resume": True}
             if checkpoint.token is not None
             else {"start_at_operation_time": checkpoint.t0}
         )
@@ -81,10 +83,11 @@ class StreamPhase:
             show_raw_update_description=True,
             batch_size=self.options.batch_size,
             # The tailers' getMore await (an idle tailer asks its promise this often); the
-            # batch reader looks without waiting (try_next(wait=False)) at its own pace.
+            # batch reader looks without waiting (try_next_decoded) at its own pace.
             max_await_time_ms=200,
             include=include,
             exclude=exclude,
+            tailer=self.options.tailer,
             **start,
         )
 

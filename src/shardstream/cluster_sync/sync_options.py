@@ -19,6 +19,7 @@ from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.cluster_sync.sync_cutover import DEFAULT_COMMIT_TIMEOUT_S
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S
 from shardstream.errors import ConfigurationError
+from shardstream.oplog.live.cluster import TAILERS
 from shardstream.oplog.redaction import redacted_repr
 
 DEFAULT_BATCH: Final = 1000
@@ -70,6 +71,9 @@ class SyncOptions:
         reversible: once committed, the sync may be reversed (``Migration.reverse``):
             the target synced back into the source from the commit on. Refused with
             ``--map`` rules (the reverse would need them inverted; not done yet).
+        tailer: ``thread`` or ``process``: each source shard tailed by a thread of the
+            sync or by a child process (``watch()``'s ``tailer``), which takes the tailing
+            off the sync's process, for sources with many shards.
     """
 
     source: str
@@ -95,6 +99,7 @@ class SyncOptions:
     write_blocking: bool = True
     commit_timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S
     reversible: bool = False
+    tailer: str = "thread"
 
     def __post_init__(self) -> None:
         # Refused here, before a run: a zero or an empty value would otherwise surface
@@ -105,6 +110,10 @@ class SyncOptions:
             raise ConfigurationError(
                 f"expected --on-conflict in {', '.join(CONFLICT_POLICIES)}, "
                 f"got {self.on_conflict!r}"
+            )
+        if self.tailer not in TAILERS:
+            raise ConfigurationError(
+                f"expected --tailer in {', '.join(TAILERS)}, got {self.tailer!r}"
             )
         counts = {
             "--writers": self.writers,

@@ -38,9 +38,10 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import MergeError, OplogError
 from shardstream.merger import MergedStream
+from shardstream.merger.floored_stream import FlooredStream
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.resume_token import ResumeToken, decode_token
-from shardstream.spark.source.fast_start import FlooredStream, open_planning_stream
+from shardstream.spark.source.fast_start import open_planning_stream
 from shardstream.spark.source.offsets import StreamOffset, data_of, token_of_text, token_text
 from shardstream.spark.source.options import SourceSpec
 from shardstream.spark.source.shard_inputs import ReadBound, start_time

@@ -4,8 +4,9 @@ The fast path refuses resume tokens (``fast_path_applies``): resuming compares t
 shards. This source only ever restarts after a token of its own stream (a batch's
 watermark, a shard's last event), so "after token T" is the same stream as "from T's cluster
 time, every event above T": the shards start at T's time, which the fast path takes, and the
-events at or below T are dropped here, which is what the shards' resumability check drops
-(byte-identical tokens of several shards included: a batch never ends inside such a group).
+events at or below T are dropped (``merger.floored_stream``), which is what the shards'
+resumability check drops (byte-identical tokens of several shards included: a batch never
+ends inside such a group).
 
 It applies when the input is BSON oplog files (raw entries), or, for a task reading a live
 shard's window (:func:`window_start`), a live shard tailed raw; the user's own start is not a
@@ -24,12 +25,13 @@ from __future__ import annotations
 import dataclasses
 
 from shardstream.merger import MergedStream
+from shardstream.merger.floored_stream import FlooredStream
 from shardstream.oplog import InputFormat
-from shardstream.resume_token import ResumeToken, decode_token
+from shardstream.resume_token import decode_token
 from shardstream.spark.source.offsets import data_of, token_of_text
 from shardstream.spark.source.options import SourceKind, SourceSpec
 from shardstream.spark.source.shard_inputs import offline_merged_stream, open_merged_stream
-from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform import ChangeStreamOptions
 from shardstream.transform.raw.pipeline import fast_path_applies
 
 
@@ -85,43 +87,6 @@ def _fast_options(spec: SourceSpec, after: str) -> FastStart | None:
         # built from them are not yet held to the reference path's, so they keep it.
         return None
     return FastStart(options, floor)
-
-
-class FlooredStream:
-    """A merged stream without its events at or below ``floor`` (the planner's view).
-
-    Args:
-        stream: the merged stream, started at the floor token's time.
-        floor: the token ``_data`` to read after ("" = nothing is dropped).
-    """
-
-    def __init__(self, stream: MergedStream, floor: str) -> None:
-        self._stream = stream
-        self._floor = floor
-
-    @property
-    def exhausted(self) -> bool:
-        """Whether the stream has ended."""
-        return self._stream.exhausted
-
-    @property
-    def invalidated(self) -> bool:
-        """Whether the stream has returned an invalidate."""
-        return self._stream.invalidated
-
-    def next_batch(self, max_events: int) -> tuple[list[ChangeEvent], ResumeToken | None]:
-        """The stream's next batch above the floor; its postBatchResumeToken once above it."""
-        events, resume_token = self._stream.next_batch(max_events)
-        floor = self._floor
-        if floor:
-            events = [event for event in events if event.token.data > floor]
-            if resume_token is not None and resume_token.data <= floor:
-                resume_token = None
-        return events, resume_token
-
-    def close(self) -> None:
-        """Close the stream's sources."""
-        self._stream.close()
 
 
 def open_planning_stream(spec: SourceSpec, after: str) -> MergedStream | FlooredStream:

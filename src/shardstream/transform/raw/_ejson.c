@@ -376,6 +376,9 @@ static PyMethodDef methods[] = {
      "event_fields(raw, relaxed, /): a change event's row fields, or None (the Python reader's case)."},
     {"event_columns", event_columns, METH_VARARGS,
      "event_columns(raws, relaxed, /): (Arrow buffers of the events' row fields, rows left to Python)."},
+    {"split_fields", split_fields, METH_VARARGS,
+     "split_fields(raw, names, /): (raw without the named top-level fields, their values), or "
+     "None (the Python walk's case)."},
     {"valid_entry", (PyCFunction)(void (*)(void))valid_entry, METH_FASTCALL,
      "valid_entry(raw, max_nesting=200, /): whether the fast path may copy this BSON as it is "
      "(else: not sure)."},

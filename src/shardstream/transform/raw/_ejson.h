@@ -64,6 +64,9 @@ PyObject *event_fields(PyObject *self, PyObject *args);
 /* _event_columns.c: many events' row fields as Arrow buffers. */
 PyObject *event_columns(PyObject *self, PyObject *args);
 
+/* _event_split.c: an event's BSON without some top-level fields, and those fields. */
+PyObject *split_fields(PyObject *self, PyObject *args);
+
 /* _bson_check.c: whether an oplog entry's bytes may be copied as they are (see bson_check.py). */
 PyObject *valid_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 

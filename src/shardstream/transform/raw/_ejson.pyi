@@ -14,5 +14,11 @@ def event_columns(
     raws: list[bytes | None], relaxed: bool, /
 ) -> tuple[tuple[tuple[bytes | None, ...], ...], list[int]]: ...
 
+# An event's BSON without the named top-level fields, and those fields as (type byte, value
+# bytes) or None (see _event_split.c): None where the Python walk must cut.
+def split_fields(
+    raw: bytes | bytearray | memoryview, names: tuple[str, ...], /
+) -> tuple[bytes, tuple[tuple[int, bytes] | None, ...]] | None: ...
+
 # Whether an oplog entry's bytes may be copied as they are (see _bson_check.c, bson_check.py).
 def valid_entry(raw: bytes | bytearray | memoryview, max_nesting: int = 200, /) -> bool: ...

@@ -11,8 +11,7 @@ static const char *const NS_NAMES[2] = {"db", "coll"};
 #define MIN_DATETIME_MS (-62135596800000LL) /* 0001-01-01T00:00:00Z */
 #define MAX_DATETIME_MS 253402300799999LL   /* 9999-12-31T23:59:59.999Z */
 
-/* Where a value of BSON type kind at pos ends (within end), or -1: malformed or unknown. */
-static Py_ssize_t value_end(const unsigned char *raw, int kind, Py_ssize_t pos, Py_ssize_t end) {
+Py_ssize_t value_end(const unsigned char *raw, int kind, Py_ssize_t pos, Py_ssize_t end) {
     int64_t size;
     const unsigned char *p;
     switch (kind) {
@@ -57,16 +56,12 @@ int find_fields(const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
     if (size < 5 || end >= len || raw[end] != 0) return FALLBACK;
     Py_ssize_t pos = start + 4;
     while (pos < end) {
-        int kind = raw[pos];
-        const unsigned char *name = raw + pos + 1;
-        const unsigned char *nul = memchr(name, 0, end - pos - 1);
-        if (nul == NULL) return FALLBACK;
-        Py_ssize_t value = nul - raw + 1, after = value_end(raw, kind, value, end);
-        if (after < 0) return FALLBACK;
+        int kind;
+        const unsigned char *name;
+        Py_ssize_t value, after;
+        if (element_at(raw, pos, end, &kind, &name, &value, &after)) return FALLBACK;
         for (int i = 0; i < count; i++) {
-            /* the first byte first: most names differ there, and strcmp costs a call */
-            if (name[0] == (unsigned char)names[i][0] &&
-                strcmp((const char *)name, names[i]) == 0) {
+            if (is_named(name, names[i])) {
                 spans[i] = (Span){kind, value, after};
                 break;
             }

@@ -50,6 +50,30 @@ int walk_event(const unsigned char *raw, Py_ssize_t len, EventWalk *w);
 int find_fields(const unsigned char *raw, Py_ssize_t len, Py_ssize_t start,
                 const char *const *names, int count, Span *spans);
 
+/* Where a value of BSON type kind at raw[pos] ends (within end), or -1: malformed or a type
+ * not sized here. */
+Py_ssize_t value_end(const unsigned char *raw, int kind, Py_ssize_t pos, Py_ssize_t end);
+
+/* The element whose type byte is raw[pos], in a document whose final NUL is raw[end]: its
+ * type *kind, its name (a C string), its value's start *value and end *after. 0, or
+ * FALLBACK when it is not framed (its name or its value runs past end). */
+static inline int element_at(const unsigned char *raw, Py_ssize_t pos, Py_ssize_t end, int *kind,
+                             const unsigned char **name, Py_ssize_t *value, Py_ssize_t *after) {
+    *kind = raw[pos];
+    *name = raw + pos + 1;
+    const unsigned char *nul = memchr(*name, 0, end - pos - 1);
+    if (nul == NULL) return FALLBACK;
+    *value = nul - raw + 1;
+    *after = value_end(raw, *kind, *value, end);
+    return *after < 0 ? FALLBACK : 0;
+}
+
+/* Whether an element's name is wanted; the first byte first: most names differ there, and
+ * strcmp costs a call. */
+static inline int is_named(const unsigned char *name, const char *wanted) {
+    return name[0] == (unsigned char)wanted[0] && strcmp((const char *)name, wanted) == 0;
+}
+
 /* Whether a span is absent or null (None in the row). */
 static inline int absent(Span s) { return s.kind == 0 || s.kind == 0x0A || s.kind == 0x06; }
 
