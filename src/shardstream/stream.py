@@ -21,7 +21,7 @@ from pymongo import MongoClient
 from shardstream.errors import ConfigurationError, OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
-from shardstream.merger.floored_stream import FlooredStream
+from shardstream.merger.floored_stream import FlooredStream, resumed_on_fast_path
 from shardstream.merger.merged_stream import MergedStream
 from shardstream.merger.raw.encoded_event import EncodedEvent, leading_id
 from shardstream.merger.topology import TopologySource
@@ -357,23 +357,6 @@ def watch(
         max_await_time_ms=max_await_time_ms,
         start_token=start_after if start_after is not None else resume_after,
     )
-
-
-def resumed_on_fast_path(options: ChangeStreamOptions) -> ChangeStreamOptions | None:
-    """``options`` resuming after their token as a start at the token's time (the caller
-    drops the events up to the token), or None where the fast path cannot take them: no
-    ``resume_after`` (an invalidate's token comes as ``start_after``), a fragment's token, a
-    token of another version than the stream writes (tokens of two versions do not sort
-    together), or options the fast path refuses anyway."""
-    token = options.resume_after
-    if (
-        token is None
-        or token.fragment_num is not None
-        or token.version != options.default_token_version
-    ):
-        return None
-    started = options.with_options(resume_after=None, start_at_operation_time=token.cluster_time)
-    return started if fast_path_applies(started) else None
 
 
 def _token(document: Mapping[str, Any] | None) -> ResumeTokenData | None:

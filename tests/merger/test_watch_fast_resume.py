@@ -18,11 +18,10 @@ import pytest
 
 import shardstream
 from shardstream.emulator import EmulatedCluster
-from shardstream.merger.floored_stream import FlooredStream
+from shardstream.merger.floored_stream import FlooredStream, resumed_on_fast_path
 from shardstream.merger.raw.shard_reader import FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from shardstream.resume_token import decode_token_document, encode_token, high_water_mark
-from shardstream.stream import resumed_on_fast_path
 from shardstream.transform import ChangeStreamOptions
 from tests import factories as make
 from tests.merger.test_watch_live_fast_path import END, START, _extras

@@ -23,7 +23,8 @@ from bson.timestamp import Timestamp
 
 from shardstream.merger.merged_stream import MergedStream
 from shardstream.resume_token import ResumeToken
-from shardstream.transform import ChangeEvent
+from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform.raw.pipeline import fast_path_applies
 
 
 class FlooredStream:
@@ -67,3 +68,20 @@ class FlooredStream:
     def close(self) -> None:
         """Close the stream's sources."""
         self._stream.close()
+
+
+def resumed_on_fast_path(options: ChangeStreamOptions) -> ChangeStreamOptions | None:
+    """``options`` resuming after their token as a start at the token's time (the caller
+    drops the events up to the token), or None where the fast path cannot take them: no
+    ``resume_after`` (an invalidate's token comes as ``start_after``), a fragment's token, a
+    token of another version than the stream writes (tokens of two versions do not sort
+    together), or options the fast path refuses anyway."""
+    token = options.resume_after
+    if (
+        token is None
+        or token.fragment_num is not None
+        or token.version != options.default_token_version
+    ):
+        return None
+    started = options.with_options(resume_after=None, start_at_operation_time=token.cluster_time)
+    return started if fast_path_applies(started) else None
