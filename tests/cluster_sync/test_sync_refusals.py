@@ -165,6 +165,28 @@ def test_a_checkpoint_written_for_another_source_is_refused_naming_both(
     assert "crm" not in _user_databases(target.uri)
 
 
+def test_a_rerun_with_another_scope_is_refused_naming_both(
+    source: EmulatedCluster, target: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert shardstream.sync(source.uri, target.uri, include=["shop.*"], idle_exit_s=0.2).caught_up
+    client: MongoClient[Any] = MongoClient(target.uri)
+    with client:
+        stored = checkpoint(client)
+        assert stored is not None
+        assert stored["scope"] == NamespaceMap(include=("shop.*",)).described()
+        argv = ["sync", "--source", source.uri, "--target", target.uri, "--idle-exit", "0.2"]
+        line = _refused([*argv, "--db", "shop"], capsys)
+        assert "--include 'shop.*'" in line
+        assert "--db shop" in line
+        assert "--restart" in line
+        assert checkpoint(client) == stored  # refused before anything is written
+        # The same scope resumes.
+        assert main([*argv, "--include", "shop.*"]) == 0
+        # A checkpoint without a scope (an earlier version's) is taken as it is.
+        client.shardstream_sync.checkpoints.update_one({}, {"$unset": {"scope": 1}})
+        assert main([*argv, "--db", "shop"]) == 0
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

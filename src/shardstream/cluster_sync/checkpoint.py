@@ -5,7 +5,8 @@ majority after each acknowledged batch::
 
     {_id: <sync id>, phase: "copy" | "stream" | "committed", t0: Timestamp,
      token: {_data: ...} | null, reverse_from: Timestamp | null,
-     source: <redacted URI>, source_id: <the source's identity>, updated: <date>}
+     source: <redacted URI>, source_id: <the source's identity>,
+     scope: {db, coll, include, exclude, map}, updated: <date>}
 
 ``t0`` is the cluster time the initial copy started from; ``token`` is the merged stream's
 resume token after the last applied batch: one token, not per-shard times, because the
@@ -14,6 +15,10 @@ again from the same ``t0``; in the stream phase it resumes after ``token`` (or a
 when no batch was applied yet).  Replaying what was already applied is harmless because
 every write the sync makes is idempotent.  ``source_id`` (``cluster_identity``) ties the
 checkpoint to its source: a rerun against another source is refused, naming both.
+``scope`` (``NamespaceMap.described``) ties it to its namespaces, as mongosync ties a
+migration to its filter: a rerun with another ``--db``/``--coll``/``--include``/``--exclude``
+/``--map`` is refused, naming both (a collection let in would lack its copy, one left out
+would keep a stale image). A checkpoint without one (an earlier version's) is taken as it is.
 ``committed``: the sync was committed (the cutover); ``reverse_from`` is the target's
 majority time read once the target was found equal and before it was declared writable,
 where a reverse sync (target to source) starts: everything on the target before it is the
@@ -68,15 +73,18 @@ class CheckpointStore:
         *,
         source: str,
         source_id: str | None = None,
+        scope: Mapping[str, Any] | None = None,
         retry_for_s: float = DEFAULT_RETRY_FOR_S,
     ) -> None:
         """Args: the target client, the sync's id, the source as shown (redacted), its
-        identity (None: unread), and how long a save is retried while the target is away."""
+        identity (None: unread), the namespaces it syncs (``NamespaceMap.described``; None:
+        not compared), and how long a save is retried while the target is away."""
         database = client.get_database(CHECKPOINT_DB, write_concern=WriteConcern("majority"))
         self._collection = database[CHECKPOINT_COLLECTION]
         self.sync_id = sync_id
         self._source = source
         self._source_id = source_id
+        self._scope = None if scope is None else dict(scope)
         self.retry_for_s = retry_for_s
 
     def load(self) -> Checkpoint | None:
@@ -96,6 +104,15 @@ class CheckpointStore:
                 f"on the target) to be this source's, got one written for {stored_id} "
                 f"({document.get('source')}), while --source {self._source} is {self._source_id}; "
                 "pass another --sync-id, or --restart to forget it"
+            )
+        stored_scope = document.get("scope")
+        if stored_scope is not None and self._scope is not None and stored_scope != self._scope:
+            raise SyncRefused(
+                f"expected checkpoint {self.sync_id!r} to have been written for the same "
+                f"namespaces, got {_shown(stored_scope)} there, while this run has "
+                f"{_shown(self._scope)}: run with the same --db/--coll/--include/--exclude/"
+                "--map, or --restart to copy again for the new scope (another --sync-id "
+                "starts a second sync beside it)"
             )
         phase, t0, token = document.get("phase"), document.get("t0"), document.get("token")
         if phase not in PHASES or not isinstance(t0, Timestamp):
@@ -132,6 +149,7 @@ class CheckpointStore:
                 "reverse_from": checkpoint.reverse_from,
                 "source": self._source,
                 "source_id": self._source_id,
+                "scope": self._scope,
                 "updated": datetime.datetime.now(datetime.UTC),
             },
             upsert=True,
@@ -140,3 +158,12 @@ class CheckpointStore:
     def clear(self) -> None:
         """Forget the sync (the next run starts with a new initial copy)."""
         self._collection.delete_one({"_id": self.sync_id})
+
+
+def _shown(scope: Mapping[str, Any]) -> str:
+    """A stored scope as its options read, e.g. ``--include 'shop.*' --map a=b``."""
+    flags = [f"--db {scope['db']}"] if scope.get("db") else []
+    flags += [f"--coll {scope['coll']}"] if scope.get("coll") else []
+    for flag in ("include", "exclude", "map"):
+        flags += [f"--{flag} {value!r}" for value in scope.get(flag) or ()]
+    return " ".join(flags) or "every namespace (no --db/--include/--exclude/--map)"

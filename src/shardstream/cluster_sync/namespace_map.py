@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
 from shardstream.transform.namespace_filter import NamespaceFilter, pattern_list, scope_filter
@@ -150,6 +150,17 @@ class NamespaceMap:
             pattern_list(include, "--include"),
             pattern_list(exclude, "--exclude"),
         )
+
+    def described(self) -> dict[str, Any]:
+        """The scope as a checkpoint stores it: what a resumed sync must be run with again
+        (patterns and rules sorted: their order changes nothing)."""
+        return {
+            "db": self.db,
+            "coll": self.coll,
+            "include": sorted(self.include),
+            "exclude": sorted(self.exclude),
+            "map": sorted(f"{source}={target}" for source, target in self.rules),
+        }
 
     def in_scope(self, db: str, coll: str | None = None) -> bool:
         """Whether ``db`` (and ``coll``, when given) is synced: without ``coll``, whether

@@ -129,6 +129,7 @@ class SyncJob:
             options.sync_id,
             source=redact_uri(options.source),
             source_id=source_id,
+            scope=options.namespaces.described(),
             retry_for_s=options.retry_for_s,
         )
         checkpoint = None if options.restart else store.load()
