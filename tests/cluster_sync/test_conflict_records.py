@@ -42,6 +42,11 @@ def test_each_conflict_is_recorded_with_the_write_and_the_document_it_met(policy
                     ),
                     "two conflict records",
                 )
+                # Each is counted right after it is stored: the count may trail by a moment.
+                wait_for(
+                    lambda: running.job.progress()["conflicts"] == 2 or running.error,
+                    "the progress to count both",
+                )
                 assert running.job.progress()["conflicts"] == 2
             finally:
                 result = running.finish()
