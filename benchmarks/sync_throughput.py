@@ -10,7 +10,8 @@ deletes, 2-4-op transactions):
   start-up included, one core): the merge's own rate;
 * ``shardstream.watch(URI)`` of the same entries served by an emulated 4-shard source
   cluster (its own process), read to the last event with the sync's options (expanded
-  events, raw update descriptions): what the sync can read;
+  events, raw update descriptions), each event decoded as the sync decodes it: what the
+  sync can read;
 * the sync (phase 2 only: ``start_at`` the corpus's first ``ts``, so the target starts
   empty and every event is applied) into a fresh emulated 2-shard target (its own process)
   with each writer count; events applied per second, from ``SyncJob.run()`` to the last
@@ -20,7 +21,8 @@ deletes, 2-4-op transactions):
   all, with the corpus's merged events applied in order (``sim.apply_events``);
 * the same syncs into a target whose mongos only acknowledges the corpus database's writes
   (``EmulatedMongos.acknowledge_only``): the sync's own CPU per event without a Python
-  server taking each write on the same two cores (issue 28's target: <= 40 us).
+  server taking each write on the same two cores (issue 28's target: <= 40 us; its
+  stage-by-stage figures and marginal costs are ``sync_cpu_stages.py``'s).
 
 ``--profile`` also runs the 2-writer sync under cProfile, every thread of this process
 profiled (the main thread, the read-ahead, the writers, the tailers), and prints where the
@@ -56,6 +58,7 @@ from benchmarks.corpus import oplog_bytes
 from benchmarks.timing import machine_line
 from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
+from shardstream.cluster_sync.sync_event import sync_event
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.sim.apply_events import apply_events, encoded_state
 from shardstream.sim.emulated_source import cluster_state
@@ -101,7 +104,8 @@ def target_contents(uri: str) -> dict[Any, dict[bytes, bytes]]:
 
 
 def read_only(uri: str, events: int) -> dict[str, float]:
-    """``watch(URI)`` with the sync's options, read to the ``events``-th event."""
+    """``watch(URI)`` with the sync's options, read to the ``events``-th event and each
+    event decoded as the sync's reader decodes it (``sync_event``)."""
     cpu, began, count = time.process_time(), time.perf_counter(), 0
     with shardstream.watch(
         uri,
@@ -109,10 +113,8 @@ def read_only(uri: str, events: int) -> dict[str, float]:
         show_expanded_events=True,  # the sync's options
         show_raw_update_description=True,
     ) as stream:
-        for _ in stream:
-            count += 1
-            if count == events:
-                break
+        while count < events:  # bounded: the source holds ``events`` events
+            count += stream.try_next_decoded(sync_event) is not None
     seconds = time.perf_counter() - began
     return {"seconds": seconds, "rate": count / seconds, "cpu": time.process_time() - cpu}
 
