@@ -15,6 +15,7 @@ import importlib.util
 import json
 import re
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from shardstream.bench.emulated import (
     ClusterClock,
     ClusterWriters,
     insert_entry,
+    log_now,
     preloaded_cluster,
 )
 from shardstream.cli.main import main
@@ -153,9 +155,13 @@ def test_the_bench_writer_and_a_native_stand_in_see_the_same_events(
     def insert_many(collection: Collection[Any], documents: list[Any], **_: Any) -> None:
         for document in documents:
             document["_id"] = key = ObjectId()
-            shard, ts = shards[hash(key) % len(shards)], CLOCK.tick()
-            shard.append(insert_entry(collection.full_name, document, ts))
-            shard.set_majority(ts)
+            # Stamped and appended under the oplog's lock, as the fixture's writers do:
+            # stamped outside it, one of theirs could land in between, out of order.
+            log_now(
+                shards[hash(key) % len(shards)],
+                CLOCK,
+                partial(insert_entry, collection.full_name, document),
+            )
 
     def native_watch(_client: MongoClient[Any], **options: Any) -> Any:
         return shardstream.watch(cluster.uri, **options)
