@@ -39,7 +39,6 @@ drift out of the comparison.
 from __future__ import annotations
 
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,6 +58,7 @@ import shardstream.cluster_sync.writer_lanes as lanes
 import shardstream.stream as stream_module
 from benchmarks.cluster_process import ClusterProcess
 from benchmarks.corpus import oplog_bytes
+from benchmarks.sync_throughput import replay_bson
 from benchmarks.timing import machine_line
 from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
@@ -166,27 +166,15 @@ def sync(uri: str, writers: int) -> tuple[float, float, int]:
 
 def replay_cpu(datas: list[bytes]) -> float:
     """CPU seconds of ``shardstream replay --output-format bson`` of the corpus's files (the
-    subprocess's own CPU, its start included)."""
+    subprocess's own CPU, its start included; ``sync_throughput.replay_bson`` runs it)."""
     with tempfile.TemporaryDirectory() as directory:
-        shards = []
-        for n, data in enumerate(datas):
-            path = Path(directory, f"shard{n}.bson")
+        paths = [Path(directory, f"shard{n}.bson") for n in range(len(datas))]
+        for path, data in zip(paths, datas, strict=True):
             path.write_bytes(data)
-            shards.append(f"--shard=shard{n}={path}")
-        command = [
-            sys.executable,
-            "-m",
-            "shardstream",
-            "replay",
-            *shards,
-            "--output-format",
-            "bson",
-        ]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        written = len(subprocess.run(command, check=True, capture_output=True).stdout)
+        if not replay_bson(paths)["events"]:
+            raise RuntimeError("replay wrote no events")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if not written:
-        raise RuntimeError("replay wrote no events")
     return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 

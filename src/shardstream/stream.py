@@ -23,7 +23,7 @@ from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.config_shards_monitor import ConfigShardsMonitor
 from shardstream.merger.floored_stream import FlooredStream, resumed_on_fast_path
 from shardstream.merger.merged_stream import MergedStream
-from shardstream.merger.raw.encoded_event import EncodedEvent, leading_id
+from shardstream.merger.raw.encoded_event import EncodedEvent, decode_event, leading_id
 from shardstream.merger.topology import TopologySource
 from shardstream.oplog.live.cluster import connect_live_cluster
 from shardstream.oplog.source import OplogSource
@@ -89,29 +89,19 @@ class ChangeStream:
         ``wait=False``: never wait ``max_await_time_ms`` for live shards (one look at what
         the merge holds), for a caller that paces its own reads.
         """
-        event = self._pop_event(wait)
-        if event is None:
-            return None
-        try:
-            # A fast-path event is decoded here, and its copied values only now meet a
-            # decoder: a corrupt one fails (and closes) the stream as on the reference path.
-            document = event.document
-        except BaseException:
-            self.close()
-            raise
-        self._advance(document["_id"])
-        return document
+        return self.try_next_decoded(decode_event, wait=wait)
 
     def try_next_decoded(
         self, decode: Callable[[bytes], dict[str, Any]], *, wait: bool = True
     ) -> dict[str, Any] | None:
-        """:meth:`try_next`, a fast-path event decoded from its bytes by ``decode``: for a
-        reader that keeps some fields as bytes (the sync: ``cluster_sync.sync_event``).
+        """:meth:`try_next`, a fast-path event decoded from its bytes by ``decode`` (for
+        :meth:`try_next`, :func:`~shardstream.merger.raw.encoded_event.decode_event`; the
+        sync keeps some fields as bytes: ``cluster_sync.sync_event``).
 
-        ``decode`` must give the event's ``_id``; what it raises closes the stream, as a
-        corrupt event does in :meth:`try_next`. A reference-path event comes as
-        :meth:`try_next` gives it (already a dict: encoding it to decode it again would
-        only cost).
+        ``decode`` must give the event's ``_id``. A fast-path event's copied values only
+        meet a decoder here: what it raises (a corrupt value) closes the stream, as a
+        reference-path error does. A reference-path event comes as its dict (encoding it to
+        decode it again would only cost).
         """
         event = self._pop_event(wait)
         if event is None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from bson.timestamp import Timestamp
 
 from shardstream.merger.merged_stream import MergedStream
-from shardstream.resume_token import ResumeToken
+from shardstream.resume_token import ResumeToken, ResumeTokenData
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.raw.pipeline import fast_path_applies
 
@@ -70,18 +70,30 @@ class FlooredStream:
         self._stream.close()
 
 
-def resumed_on_fast_path(options: ChangeStreamOptions) -> ChangeStreamOptions | None:
-    """``options`` resuming after their token as a start at the token's time (the caller
-    drops the events up to the token), or None where the fast path cannot take them: no
-    ``resume_after`` (an invalidate's token comes as ``start_after``), a fragment's token, a
-    token of another version than the stream writes (tokens of two versions do not sort
-    together), or options the fast path refuses anyway."""
-    token = options.resume_after
+def started_at_token(
+    options: ChangeStreamOptions, token: ResumeTokenData
+) -> ChangeStreamOptions | None:
+    """``options`` started at ``token``'s cluster time instead of their own start, for a
+    stream that drops the events up to ``token`` itself; None where that is not the same
+    stream: an invalidate's or a fragment's token (the reference path's ``startAfter`` and
+    split events), or a token of another version than the stream writes (tokens of two
+    versions do not sort together)."""
     if (
-        token is None
+        token.from_invalidate
         or token.fragment_num is not None
         or token.version != options.default_token_version
     ):
         return None
-    started = options.with_options(resume_after=None, start_at_operation_time=token.cluster_time)
-    return started if fast_path_applies(started) else None
+    return options.with_options(
+        resume_after=None, start_after=None, start_at_operation_time=token.cluster_time
+    )
+
+
+def resumed_on_fast_path(options: ChangeStreamOptions) -> ChangeStreamOptions | None:
+    """``options`` resuming after their ``resume_after`` as a start at its time
+    (:func:`started_at_token`), or None where the fast path cannot take them: no
+    ``resume_after``, a token :func:`started_at_token` refuses, or options the fast path
+    refuses anyway."""
+    token = options.resume_after
+    started = None if token is None else started_at_token(options, token)
+    return started if started is not None and fast_path_applies(started) else None

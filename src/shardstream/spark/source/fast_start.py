@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 from shardstream.merger import MergedStream
-from shardstream.merger.floored_stream import FlooredStream
+from shardstream.merger.floored_stream import FlooredStream, started_at_token
 from shardstream.oplog import InputFormat
 from shardstream.resume_token import decode_token
 from shardstream.spark.source.offsets import data_of, token_of_text
@@ -75,11 +75,10 @@ def _fast_options(spec: SourceSpec, after: str) -> FastStart | None:
         return None
     options, floor = spec.stream, ""
     if after:
-        token = decode_token(token_of_text(after))
-        if token.from_invalidate or token.fragment_num is not None:
+        started = started_at_token(options, decode_token(token_of_text(after)))
+        if started is None:
             return None
-        options = options.with_options(start_at_operation_time=token.cluster_time)
-        floor = data_of(after)
+        options, floor = started, data_of(after)
     if options.show_expanded_events or not fast_path_applies(
         options.with_options(merged_by_router=True)
     ):
