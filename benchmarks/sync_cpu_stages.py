@@ -11,7 +11,7 @@ Each round measures, in this process (CPU seconds / events, every thread):
 * ``read``: ``watch()`` with the sync's options, each event taken as the bytes the merge
   wrote (``try_next_raw``): tailers, merge, transform;
 * ``+ decode``: the same, each event decoded to the dict the sync plans from
-  (``try_next_decoded(sync_event)``);
+  (``take_decoded(sync_event, ...)``, as the sync's reader takes them);
 * ``+ plan``: and each event planned as its target write (``apply_rules.plan_event``);
 * ``read, resumed mid-corpus``: ``read`` of the corpus's second half, resumed after the
   token halfway as a sync resumes after its checkpoint (``fast_resume``);
@@ -123,12 +123,16 @@ def read(uri: str, events: int, step: str, **start: Any) -> float:
     ) as stream:
         while count < events:  # bounded: the source holds ``events`` events
             if step == "read":
-                event: Any = stream.try_next_raw()
-            else:  # as the sync's reader decodes (reader.sync_event, switched)
-                event = stream.try_next_decoded(vars(reader)["sync_event"])
-                if event is not None and step == "+ plan":
+                count += stream.try_next_raw() is not None
+                continue
+            # As the sync's reader takes and decodes them (reader.sync_event, switched).
+            taken = stream.take_decoded(vars(reader)["sync_event"], 1000)
+            if not taken:
+                time.sleep(reader.STEP_S)
+            if step == "+ plan":
+                for event in taken:
                     plan_event(event, namespaces)
-            count += event is not None
+            count += len(taken)
     return (time.process_time() - cpu) / events
 
 

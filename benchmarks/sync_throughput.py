@@ -58,6 +58,7 @@ from benchmarks.corpus import oplog_bytes
 from benchmarks.timing import machine_line
 from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
+from shardstream.cluster_sync.batch_reader import STEP_S
 from shardstream.cluster_sync.sync_event import sync_event
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.sim.apply_events import apply_events, encoded_state
@@ -105,7 +106,7 @@ def target_contents(uri: str) -> dict[Any, dict[bytes, bytes]]:
 
 def read_only(uri: str, events: int) -> dict[str, float]:
     """``watch(URI)`` with the sync's options, read to the ``events``-th event and each
-    event decoded as the sync's reader decodes it (``sync_event``)."""
+    event taken and decoded as the sync's reader does (``take_decoded(sync_event, ...)``)."""
     cpu, began, count = time.process_time(), time.perf_counter(), 0
     with shardstream.watch(
         uri,
@@ -114,7 +115,10 @@ def read_only(uri: str, events: int) -> dict[str, float]:
         show_raw_update_description=True,
     ) as stream:
         while count < events:  # bounded: the source holds ``events`` events
-            count += stream.try_next_decoded(sync_event) is not None
+            taken = len(stream.take_decoded(sync_event, 1000))
+            if not taken:
+                time.sleep(STEP_S)  # as the reader looks again
+            count += taken
     seconds = time.perf_counter() - began
     return {"seconds": seconds, "rate": count / seconds, "cpu": time.process_time() - cpu}
 

@@ -1,11 +1,13 @@
-"""``ChangeStream.try_next_decoded``: a fast-path event decoded by the caller's callable.
+"""``ChangeStream.try_next_decoded`` and ``take_decoded``: fast-path events decoded by the
+caller's callable.
 
 Held to a twin stream over the same oplog files read with ``try_next`` / ``try_next_raw``:
 on the fast path (shards delivering raw entries) the callable gets each event's bytes and its
 result is what comes back, with ``resume_token`` following that result's ``_id``; on the
 reference path (shards delivering dicts, or options that keep the reference path, such as a
 resume token) the event's dict comes back and the callable is never called; a callable
-that raises closes the stream, and its error propagates.
+that raises closes the stream, and its error propagates. ``take_decoded`` gives what that
+many calls of ``try_next_decoded`` give, and leaves ``resume_token`` where they leave it.
 """
 
 from __future__ import annotations
@@ -171,3 +173,39 @@ def test_a_decode_that_raises_closes_the_stream(tmp_path: Path) -> None:
     assert stream.try_next() is None
     assert stream.try_next_decoded(decode_event) is None
     stream.close()  # closing again is harmless
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["fast-path", "reference-path"])
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_take_decoded_is_that_many_calls_of_try_next_decoded(
+    tmp_path: Path, raw: bool, size: int
+) -> None:
+    # batch_size 2: takes of 3 and 7 cross the merge's batches (and their PBRTs).
+    with _watch(tmp_path, raw=raw) as twin:
+        expected = _steps(lambda: twin.try_next_decoded(decode_event, wait=False), twin)
+    taken: list[tuple[list[dict[str, Any]], Any]] = []
+    with _watch(tmp_path, raw=raw) as stream:
+        while events := stream.take_decoded(decode_event, size):
+            assert len(events) <= size
+            taken.append((events, stream.resume_token))
+        assert stream.take_decoded(decode_event, size) == []
+    assert [event for events, _ in taken for event in events] == [e for e, _ in expected]
+    ends = [sum(len(events) for events, _ in taken[: n + 1]) for n in range(len(taken))]
+    assert strict([token for _, token in taken]) == strict([expected[e - 1][1] for e in ends])
+    assert all(len(events) == size for events, _ in taken[:-1])  # files: all is ready
+
+
+def test_a_take_whose_decode_raises_closes_the_stream(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+
+    def fail_second(raw: bytes) -> dict[str, Any]:
+        seen.append(raw)
+        if len(seen) == 2:
+            raise ValueError("corrupt")
+        return decode_event(raw)
+
+    stream = _watch(tmp_path, raw=True)
+    with pytest.raises(ValueError, match="corrupt"):
+        stream.take_decoded(fail_second, 3)
+    assert not stream.alive
+    assert stream.take_decoded(decode_event, 3) == []

@@ -114,6 +114,39 @@ class ChangeStream:
         self._advance(document["_id"])
         return document
 
+    def take_decoded(
+        self, decode: Callable[[bytes], dict[str, Any]], max_events: int
+    ) -> list[dict[str, Any]]:
+        """Up to ``max_events`` events ready now (never waiting), each as
+        :meth:`try_next_decoded` gives it, and ``resume_token`` where that many calls of it
+        would leave it: for a reader that takes what is ready in one call instead of one
+        call per event.
+
+        A ``decode`` that raises closes the stream and its error propagates (the events
+        decoded before it are not returned).
+        """
+        taken: list[dict[str, Any]] = []
+        ready = self._batch
+        while len(taken) < max_events:
+            if ready:
+                event = ready.popleft()
+            else:
+                if taken:  # the token after the held batch's last event, before a fetch
+                    self._advance(taken[-1]["_id"])
+                fetched = self._pop_event(wait=False)
+                if fetched is None:
+                    return taken
+                event = fetched
+            try:
+                document = decode(event.raw) if isinstance(event, EncodedEvent) else event.document
+            except BaseException:
+                self.close()
+                raise
+            taken.append(document)
+        if taken:
+            self._advance(taken[-1]["_id"])
+        return taken
+
     def try_next_raw(self) -> bytes | None:
         """:meth:`try_next`, with the event as the BSON bytes the server would send.
 

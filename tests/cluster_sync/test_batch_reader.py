@@ -1,7 +1,7 @@
 """The sync's read-ahead: batches in stream order, each with the stream's state after it.
 
 The stream here is a scripted stand-in with ``ChangeStream``'s reading surface
-(``try_next_decoded``, ``resume_token``, ``shard_positions``), so each batch's token can be
+(``take_decoded``, ``resume_token``, ``shard_positions``), so each batch's token can be
 checked against the event it must follow; the real stream goes through it in the end-to-end
 tests.
 """
@@ -52,11 +52,19 @@ class ScriptedStream:
         self.read += 1
         return self.events[self.read - 1]
 
-    def try_next_decoded(
-        self, decode: Callable[[bytes], dict[str, Any]], *, wait: bool = True
-    ) -> dict[str, Any] | None:
-        # Its events are dicts already, as a reference-path stream's: ``decode`` is not used.
-        return self.try_next(wait=wait)
+    def take_decoded(
+        self, decode: Callable[[bytes], dict[str, Any]], max_events: int
+    ) -> list[dict[str, Any]]:
+        # What is ready: up to a gap (the next look finds it) or the end.
+        taken: list[dict[str, Any]] = []
+        while len(taken) < max_events:
+            if taken and (self.read in self.gaps or self.read == len(self.events)):
+                break
+            event = self.try_next(wait=False)
+            if event is None:
+                break
+            taken.append(event)
+        return taken
 
     @property
     def resume_token(self) -> Mapping[str, Any] | None:

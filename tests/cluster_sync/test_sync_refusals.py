@@ -15,7 +15,11 @@ from pymongo import MongoClient
 
 import shardstream
 from shardstream.cli.main import main
-from shardstream.cli.sync import DEFAULT_CONNECT_TIMEOUT_S, DEFAULT_IDLE_EXIT_WAIT_S
+from shardstream.cli.sync import (
+    DEFAULT_BATCH,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_IDLE_EXIT_WAIT_S,
+)
 from shardstream.cli.sync_api import DEFAULT_COMMIT_TIMEOUT_S
 from shardstream.cluster_sync import ClusterUnreachable, SyncOptions, SyncRefused
 from shardstream.cluster_sync import sync_options as sync_defaults
@@ -231,6 +235,7 @@ def test_the_cli_shows_the_options_defaults() -> None:
     assert DEFAULT_CONNECT_TIMEOUT_S == sync_defaults.DEFAULT_CONNECT_TIMEOUT_S
     assert DEFAULT_IDLE_EXIT_WAIT_S == sync_defaults.DEFAULT_IDLE_EXIT_WAIT_S
     assert DEFAULT_COMMIT_TIMEOUT_S == sync_defaults.DEFAULT_COMMIT_TIMEOUT_S
+    assert DEFAULT_BATCH == sync_defaults.DEFAULT_BATCH
 
 
 def test_empty_names_in_the_scope_are_refused() -> None:

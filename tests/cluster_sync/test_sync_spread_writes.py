@@ -142,5 +142,6 @@ def test_a_migration_under_spread_writes_and_moving_chunks_cuts_over_and_reverse
                     balancer.stop()
                 migration.stop()
                 api.stop()
+            running.join(what="the migration (reversed) did not stop when asked")
             sharded = {d["_id"]: d["key"] for d in dst.config.collections.find()}
             assert sharded == {"shop.orders": {"_id": "hashed"}, "shop.items": {"k": 1}}

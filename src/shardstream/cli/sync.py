@@ -27,9 +27,10 @@ from shardstream.errors import ShardstreamError
 from shardstream.oplog.redaction import redact_text
 
 # SyncOptions' defaults, repeated for the help text: importing them would load pymongo
-# for every command (tests/cluster_sync/test_sync_options.py checks they agree).
+# for every command (tests/cluster_sync/test_sync_refusals.py checks they agree).
 DEFAULT_CONNECT_TIMEOUT_S: Final = 10.0
 DEFAULT_IDLE_EXIT_WAIT_S: Final = 30.0
+DEFAULT_BATCH: Final = 5000
 
 
 def _add_scope(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -99,7 +100,9 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "collections sharded at T0 before their copy, and shardCollection events "
         "(default: they land unsharded, with a note)",
     )
-    sync.add_argument("--batch-size", type=int, default=1000, help="events per applied batch")
+    sync.add_argument(
+        "--batch-size", type=int, default=DEFAULT_BATCH, help="most events per applied batch"
+    )
     sync.add_argument(
         "--copy-batch", type=int, default=1000, help="documents per bulk insert of the copy"
     )

@@ -131,22 +131,24 @@ class BatchReader:
 
     def _read(self) -> PlannedBatch:
         stream = self._stream
+        namespaces = self._namespaces
         batch = _BatchBuilder()
         while batch.events < self._batch_size and not self._halt.is_set():
-            event = self._next_event(batch.events)
-            if event is None:
+            events = self._next_events(batch.events)
+            if not events:
                 if self._held and self._released_past(self._held_time):
                     batch.take(*self._release())
                 break
-            time = event.get("clusterTime")
-            if self._held and time != self._held_time:  # later: the held time is complete
-                batch.take(*self._release())
-            if self._held or in_transaction(event):
-                if not self._held:
-                    self._held_time = time
-                self._held.append(event)
-            else:
-                batch.take([_plan(event, self._namespaces)], event["_id"])
+            for event in events:
+                time = event.get("clusterTime")
+                if self._held and time != self._held_time:  # later: the held time is complete
+                    batch.take(*self._release())
+                if self._held or in_transaction(event):
+                    if not self._held:
+                        self._held_time = time
+                    self._held.append(event)
+                else:
+                    batch.take_one(event, plan_event(event, namespaces))
         # While events are held, the checkpoint may not pass the first of them.
         token = batch.token if self._held else stream.resume_token
         return PlannedBatch(
@@ -158,22 +160,23 @@ class BatchReader:
             len(self._held),
         )
 
-    def _next_event(self, in_hand: int) -> Mapping[str, Any] | None:
-        """The stream's next event, or None: time to end the batch (see the module's doc)."""
+    def _next_events(self, in_hand: int) -> list[dict[str, Any]]:
+        """The events the stream has ready, up to the batch's room; none: time to end the
+        batch (see the module's doc)."""
         stream = self._stream
         deadline = time.monotonic() + WAIT_S
         while True:  # bounded: WAIT_S with nothing in hand, else until the applier has room
-            event = stream.try_next_decoded(sync_event, wait=False)
-            if event is not None or self._halt.is_set():
-                return event
+            events = stream.take_decoded(sync_event, self._batch_size - in_hand)
+            if events or self._halt.is_set():
+                return events
             if self._on_poll is not None:
                 self._on_poll(stream.shard_positions())
             if in_hand and not self._ready.full():
-                return None
+                return events
             if self._held and self._released_past(self._held_time):
-                return None
+                return events
             if not in_hand and time.monotonic() >= deadline:
-                return None
+                return events
             time.sleep(STEP_S)
 
     def _release(self) -> tuple[list[Planned], Mapping[str, Any]]:
@@ -222,6 +225,14 @@ class _BatchBuilder:
         self.events = 0
         self.last_time: Timestamp | None = None
         self.token: Mapping[str, Any] | None = None
+
+    def take_one(self, event: Mapping[str, Any], item: CrudWrite | DdlChange | None) -> None:
+        """Add one planned event (not held: the stream's token follows it)."""
+        self.events += 1
+        self.last_time = event.get("clusterTime", self.last_time)
+        if item is not None:
+            self.items.append(item)
+        self.token = event["_id"]
 
     def take(self, planned: list[Planned], token: Mapping[str, Any]) -> None:
         """Add planned events; ``token`` is the one after all of them (the stream's last)."""

@@ -83,7 +83,7 @@ class StreamPhase:
             show_raw_update_description=True,
             batch_size=self.options.batch_size,
             # The tailers' getMore await (an idle tailer asks its promise this often); the
-            # batch reader looks without waiting (try_next_decoded) at its own pace.
+            # batch reader takes what is ready without waiting (take_decoded), at its own pace.
             max_await_time_ms=200,
             include=include,
             exclude=exclude,

@@ -1,6 +1,6 @@
 """Sync: a change event decoded as the sync plans it, an insert's document left as its bytes.
 
-The sync's reader hands each fast-path event's BSON here (``ChangeStream.try_next_decoded``),
+The sync's reader hands each fast-path event's BSON here (``ChangeStream.take_decoded``),
 which decodes it, except:
 
 * ``fullDocument`` stays the bytes it is, as a :class:`SourceDocument`: the target's

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import threading
 from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -93,12 +94,29 @@ def encode_shard(
 
 @contextmanager
 def quiet_collector() -> Iterator[None]:
-    """Keep the cyclic collector out of a hot loop: freeze what exists, collect rarely."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(QUIET_GC_THRESHOLD, thresholds[1], thresholds[2])
+    """Keep the cyclic collector out of a hot loop: freeze what exists, collect rarely.
+
+    The collector's settings are the process's: uses that overlap (a sync and its reverse
+    in one process, threads) share one quiet period, from the first entry to the last exit,
+    after which the thresholds are the ones the first found.
+    """
+    global _quiet_users, _saved_thresholds
+    with _quiet_lock:
+        if _quiet_users == 0:
+            _saved_thresholds = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(QUIET_GC_THRESHOLD, _saved_thresholds[1], _saved_thresholds[2])
+        _quiet_users += 1
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        with _quiet_lock:
+            _quiet_users -= 1
+            if _quiet_users == 0:
+                gc.set_threshold(*_saved_thresholds)
+                gc.unfreeze()
+
+
+_quiet_lock = threading.Lock()
+_quiet_users = 0
+_saved_thresholds: tuple[int, int, int] = gc.get_threshold()
