@@ -106,11 +106,7 @@ class ChangeStream:
         event = self._pop_event(wait)
         if event is None:
             return None
-        try:
-            document = decode(event.raw) if isinstance(event, EncodedEvent) else event.document
-        except BaseException:
-            self.close()
-            raise
+        document = self._decoded(event, decode)
         self._advance(document["_id"])
         return document
 
@@ -137,15 +133,19 @@ class ChangeStream:
                 if fetched is None:
                     return taken
                 event = fetched
-            try:
-                document = decode(event.raw) if isinstance(event, EncodedEvent) else event.document
-            except BaseException:
-                self.close()
-                raise
-            taken.append(document)
+            taken.append(self._decoded(event, decode))
         if taken:
             self._advance(taken[-1]["_id"])
         return taken
+
+    def _decoded(
+        self, event: ChangeEvent, decode: Callable[[bytes], dict[str, Any]]
+    ) -> dict[str, Any]:
+        try:
+            return decode(event.raw) if isinstance(event, EncodedEvent) else event.document
+        except BaseException:
+            self.close()
+            raise
 
     def try_next_raw(self) -> bytes | None:
         """:meth:`try_next`, with the event as the BSON bytes the server would send.
