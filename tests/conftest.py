@@ -49,6 +49,9 @@ _LONG_FIRST = (
     "tests/cluster_sync/test_sync_kill.py",
     "tests/transform/raw/test_bson_check.py",
     "tests/transform/test_raw_extended_json.py",
+    # Then the rest of Spark's (each starts or shares a JVM; left in collection order they
+    # were the last minutes of a fresh clone's run, three JVMs at a time).
+    "tests/spark/",
 )
 
 
