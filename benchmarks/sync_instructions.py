@@ -1,8 +1,9 @@
 """The sync's marginal machine instructions per event, counted by valgrind: a measure that
 does not move with the machine's load.
 
-Run: ``.venv/bin/python -m benchmarks.sync_instructions [SMALL LARGE] [--batch-size N]``
-(defaults 500 and 2500 entries per shard, the sync's default batch size).
+Run: ``.venv/bin/python -m benchmarks.sync_instructions [SMALL LARGE] [--batch-size N]
+[--keep DIR]`` (defaults 500 and 2500 entries per shard, the sync's default batch size;
+``--keep`` leaves callgrind's two output files in DIR, for ``callgrind_annotate``).
 
 CPU seconds per event vary by 20 % or more from run to run on a shared 2-core machine
 (``benchmarks/README.md``), which hides a change worth a few percent.  The instructions a
@@ -59,21 +60,23 @@ def child(directory: str, batch_size: int) -> None:
         print(SyncJob(options).run().applied)
 
 
-def counted(directory: Path, batch_size: int, environment: dict[str, str]) -> tuple[int, int]:
-    """(events, instructions) of one sync of ``directory``'s corpus under callgrind."""
-    with tempfile.TemporaryDirectory() as out:
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}/callgrind.out",
-            sys.executable,
-            "-m",
-            "benchmarks.sync_instructions",
-            "--child",
-            str(directory),
-            str(batch_size),
-        ]
-        run = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
+def counted(
+    directory: Path, batch_size: int, environment: dict[str, str], out: Path
+) -> tuple[int, int]:
+    """(events, instructions) of one sync of ``directory``'s corpus under callgrind, whose
+    output file is ``out``."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        "-m",
+        "benchmarks.sync_instructions",
+        "--child",
+        str(directory),
+        str(batch_size),
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
     found = _COLLECTED.search(run.stderr)
     if found is None:
         raise RuntimeError(f"expected callgrind's 'Collected' line, got: {run.stderr[-500:]}")
@@ -87,10 +90,15 @@ def main(argv: list[str]) -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind); nothing counted")
         return 1
-    batch_size = DEFAULT_BATCH
+    batch_size, keep = DEFAULT_BATCH, None
     if "--batch-size" in argv:
         at = argv.index("--batch-size")
         batch_size = int(argv[at + 1])
+        del argv[at : at + 2]
+    if "--keep" in argv:
+        at = argv.index("--keep")
+        keep = Path(argv[at + 1])
+        keep.mkdir(parents=True, exist_ok=True)
         del argv[at : at + 2]
     sizes = [int(arg) for arg in argv] or [500, 2500]
     with tempfile.TemporaryDirectory() as work:
@@ -104,7 +112,8 @@ def main(argv: list[str]) -> int:
         warm = [sys.executable, "-m", "benchmarks.sync_instructions", "--child"]
         subprocess.run([*warm, str(directory), str(batch_size)], env=environment, check=True)
         for size in sizes:
-            results.append(counted(Path(work, f"corpus{size}"), batch_size, environment))
+            out = Path(keep or work, f"callgrind.{size}")
+            results.append(counted(Path(work, f"corpus{size}"), batch_size, environment, out))
     (small_events, small), (large_events, large) = results
     print(
         f"{SOURCE_SHARDS} shards x {sizes[0]:,} and {sizes[1]:,} entries -> {small_events:,} and "

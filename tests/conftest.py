@@ -32,36 +32,3 @@ def path(request: pytest.FixtureRequest) -> OnPath:
     """The reference path, then the fast path (tests/paths.py): a test taking it runs on both."""
     on_path: OnPath = request.param
     return on_path
-
-
-# The suite's longest tests (the durations every run lists), longest first. Run first, they
-# spread over the pytest-xdist workers instead of one of them starting a two-minute test
-# when the others are nearly done: on 2 cores the suite's wall time is its last worker's.
-_LONG_FIRST = (
-    "tests/spark/test_kill_ingest.py",
-    "tests/docs/test_examples.py",
-    "tests/spark/test_ingest.py",
-    "tests/spark/test_ingest_bucketed.py",
-    "tests/spark/test_ingest_no_mirror.py",
-    "tests/spark/test_collection_tables.py",
-    "tests/fuzz/",
-    "tests/spark/test_ingest_collections.py",
-    "tests/cluster_sync/test_sync_kill.py",
-    "tests/transform/raw/test_bson_check.py",
-    "tests/transform/test_raw_extended_json.py",
-    # Then the rest of Spark's (each starts or shares a JVM; left in collection order they
-    # were the last minutes of a fresh clone's run, three JVMs at a time).
-    "tests/spark/",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the longest tests first (a stable sort: otherwise the collection's order)."""
-
-    def rank(item: pytest.Item) -> int:
-        for position, prefix in enumerate(_LONG_FIRST):
-            if item.nodeid.startswith(prefix):
-                return position
-        return len(_LONG_FIRST)
-
-    items.sort(key=rank)
