@@ -10,13 +10,13 @@ STAMP_VENV := $(VENV)/.pinned-pip
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_SPARK := $(VENV)/.installed-spark
-# An editable install builds the C modules in place: a change to one needs a reinstall.
 # Compiled modules are cached out of the tree, under .venv/: where the environment sets
 # PYTHONDONTWRITEBYTECODE (this machine's does), every Python process the suite or the demo
 # starts (CLI runs, emulated clusters, Spark's Python workers) compiled shardstream's
 # modules again, ~0.15-0.25 s of CPU each.
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+# An editable install builds the C modules in place: a change to one needs a reinstall.
 BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch] src/shardstream/resume_token/_*.c src/shardstream/oplog/_*.c)
 
 .PHONY: demo test lint typecheck unit bench fuzz lock lockcheck clean

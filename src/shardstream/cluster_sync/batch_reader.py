@@ -172,11 +172,11 @@ class BatchReader:
             if self._on_poll is not None:
                 self._on_poll(stream.shard_positions())
             if in_hand and not self._ready.full():
-                return events
+                return []
             if self._held and self._released_past(self._held_time):
-                return events
+                return []
             if not in_hand and time.monotonic() >= deadline:
-                return events
+                return []
             time.sleep(STEP_S)
 
     def _release(self) -> tuple[list[Planned], Mapping[str, Any]]:
@@ -237,8 +237,5 @@ class _BatchBuilder:
     def take(self, planned: list[Planned], token: Mapping[str, Any]) -> None:
         """Add planned events; ``token`` is the one after all of them (the stream's last)."""
         for event, item in planned:
-            self.events += 1
-            self.last_time = event.get("clusterTime", self.last_time)
-            if item is not None:
-                self.items.append(item)
+            self.take_one(event, item)
         self.token = token

@@ -115,8 +115,8 @@ class SyncJob:
         clock = SourceClock(source, options.source, timeout_s=options.connect_timeout_s)
         try:
             # Every event makes containers that live a batch or two and form no cycle: the
-            # collector walked them over and over (~9 % of the reading thread's
-            # instructions, benchmarks/README.md "Less CPU per event").
+            # collector walked them over and over (with take_decoded, 6-8 % of the sync's
+            # instructions per event: benchmarks/README.md "Instructions per event").
             with quiet_collector():
                 return self._run(source, target, clock)
         finally:

@@ -23,9 +23,9 @@ from shardstream.oplog.live.cluster import TAILERS
 from shardstream.oplog.redaction import redacted_repr
 
 # A batch costs its own writes plus a fixed part (a bulk write per namespace and kind, the
-# checkpoint, the lanes' hand-off): ~27 M machine instructions, 27 k per event at 1000 events
-# (benchmarks/sync_instructions.py). A batch leaves as soon as nothing more is ready, so
-# only a backlog fills one; then 5000 cut the sync's instructions per event by 9 %.
+# checkpoint, the lanes' hand-off). A batch leaves as soon as nothing more is ready, so only
+# a backlog fills one; then 5000 events rather than 1000 take 2-4 % off the sync's
+# instructions per event (benchmarks/README.md, "Instructions per event").
 DEFAULT_BATCH: Final = 5000
 # How long the first contact with each cluster may take before the sync says it is
 # unreachable (the driver's own default, 30 s, is a long wait for a typo).
