@@ -133,3 +133,48 @@ def test_text_nested_past_the_limit_is_left_to_the_reference_which_refuses_it() 
     assert compiled(too_deep) is UNSURE
     with pytest.raises(ValueError, match="nested at most"):
         token_json.loads(too_deep)
+
+
+@pytest.mark.parametrize(
+    "millis",
+    [
+        -62135596800000,  # 0001-01-01T00:00:00.000, the first date a datetime holds
+        -62135596799999,
+        -86400001,  # a day and a millisecond before the epoch: floor, not truncation
+        -1,
+        0,
+        951782400000,  # 2000-02-29, a leap day of a year divisible by 400
+        4107542399999,  # 2100-02-28T23:59:59.999 (2100 is no leap year)
+        253402300799999,  # 9999-12-31T23:59:59.999, the last
+        253402300800000,  # past it: DatetimeMS, from the Python half
+        -62135596800001,
+    ],
+)
+def test_dates_built_in_c_are_the_references_datetimes(millis: int) -> None:
+    """Dates within datetime's years are built in C (no call into Python): the same naive
+    UTC datetime as the reference's epoch + timedelta, at every edge of the calendar."""
+    text = f'{{"d": {{"$date": {{"$numberLong": "{millis}"}}}}}}'
+    found = agrees(text)
+    assert found is not UNSURE
+    expected = python_loads(text)["d"]
+    assert same(found["d"], expected)
+    if isinstance(expected, datetime.datetime):
+        assert expected == datetime.datetime(1970, 1, 1) + datetime.timedelta(milliseconds=millis)
+
+
+@pytest.mark.parametrize(
+    "hex_id", ["0123456789abcdef01234567", "0123456789ABCDEF01234567", "ffffffffffffffffffffffff"]
+)
+def test_ids_read_from_their_hex_digits_in_c_are_the_references(hex_id: str) -> None:
+    found = agrees(f'{{"o": {{"$oid": "{hex_id}"}}}}')
+    assert found == {"o": ObjectId(hex_id)}
+    assert type(found["o"]) is ObjectId
+
+
+@pytest.mark.parametrize(
+    "hex_id", ["0123456789abcdef0123456", "0123456789abcdef0123456g", "é" * 24]
+)
+def test_ids_that_are_not_24_hex_digits_are_left_to_object_id_which_refuses_them(
+    hex_id: str,
+) -> None:
+    assert compiled(f'{{"o": {{"$oid": "{hex_id}"}}}}') is UNSURE

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from shardstream.spark.delta.mirror.bucketed.bucket_writer import AppliedBucket
 from shardstream.spark.delta.mirror.prepare import DELETE
@@ -45,7 +46,6 @@ CHANGE_ROWS_SCHEMA: Final = pa.schema(
         pa.field("message", pa.binary()),
     ]
 )
-_FINAL_COLUMNS: Final = ("db", "coll", "_documentId", "fullDocument", "_id", "clusterTime", DELETE)
 
 
 def route(namespace: Namespace) -> str:
@@ -55,33 +55,46 @@ def route(namespace: Namespace) -> str:
 
 def bucket_rows(root: Path, applied: Iterable[AppliedBucket]) -> pa.Table:
     """The rows of a state task's applied buckets (:data:`CHANGE_ROWS_SCHEMA`)."""
-    routes: list[str] = []
-    tokens: list[str] = []
-    kinds: list[int] = []
-    operations: list[str | None] = []
-    keys: list[str | None] = []
-    texts: list[str | None] = []
-    times: list[Any] = []
+    parts: list[pa.Table] = []
     for bucket in applied:
-        for step in change_steps(root, bucket.events, bucket.prepared.versions):
-            routes.append(route(step.namespace))
-            tokens.append(step.token)
-            kinds.append(END if step.document_id is None else CHANGE)
-            operations.append(step.operation)
-            keys.append(step.document_id)
-            texts.append(step.text)
-            times.append(step.cluster_time)
-        for row in bucket.prepared.source.select(list(_FINAL_COLUMNS)).to_pylist():
-            routes.append(route((row["db"], row["coll"])))
-            tokens.append(row["_id"] or "")  # a deletion's row carries no token
-            kinds.append(FINAL)
-            operations.append(None)
-            keys.append(row["_documentId"])
-            texts.append(None if row[DELETE] else row["fullDocument"])
-            times.append(row["clusterTime"])
-    columns = (routes, tokens, kinds, operations, keys, texts, times, [None] * len(routes))
-    named = dict(zip(CHANGE_ROWS_SCHEMA.names, columns, strict=True))
-    return pa.Table.from_pydict(named, schema=CHANGE_ROWS_SCHEMA)
+        parts.append(_step_rows(change_steps(root, bucket.events, bucket.prepared.versions)))
+        parts.append(_final_rows(bucket.prepared.source))
+    if not parts:
+        return CHANGE_ROWS_SCHEMA.empty_table()
+    return pa.concat_tables(parts)
+
+
+def _step_rows(steps: list[ChangeStep]) -> pa.Table:
+    """The history's steps as rows."""
+    columns = {
+        ROUTE: [route(step.namespace) for step in steps],
+        "token": [step.token for step in steps],
+        "kind": [END if step.document_id is None else CHANGE for step in steps],
+        "operation": [step.operation for step in steps],
+        "documentId": [step.document_id for step in steps],
+        "text": [step.text for step in steps],
+        "clusterTime": [step.cluster_time for step in steps],
+        "message": [None] * len(steps),
+    }
+    return pa.Table.from_pydict(columns, schema=CHANGE_ROWS_SCHEMA)
+
+
+def _final_rows(source: pa.Table) -> pa.Table:
+    """The documents' final state (the preparation's MERGE source) as rows, kept in Arrow:
+    one row per touched document, no Python object per row."""
+    count = source.num_rows
+    gone = pc.fill_null(source[DELETE], False)
+    columns = [
+        pc.binary_join_element_wise(source["db"], source["coll"], "\0"),
+        pc.fill_null(source["_id"], ""),  # a deletion's row carries no token
+        pa.nulls(count, pa.int8()).fill_null(FINAL),
+        pa.nulls(count, pa.string()),
+        source["_documentId"],
+        pc.if_else(gone, pa.scalar(None, pa.string()), source["fullDocument"]),
+        source["clusterTime"].cast(CLUSTER_TIME_TYPE),
+        pa.nulls(count, pa.binary()),
+    ]
+    return pa.Table.from_arrays(columns, schema=CHANGE_ROWS_SCHEMA)
 
 
 def message_rows(payload: bytes) -> pa.Table:
@@ -102,31 +115,25 @@ def namespace_rows(
     found: dict[Namespace, CollectionShare] = {}
     messages: list[bytes] = []
     ends: set[tuple[str, str]] = set()
-    for row in ordered.to_pylist():
-        kind = row["kind"]
+    # Read column by column: a dict per row would cost more than the loop below.
+    columns = zip(*(column.to_pylist() for column in ordered.columns), strict=True)
+    for path, token, kind, operation, key, text, time, message in columns:
         if kind == MESSAGE:
-            messages.append(row["message"])
+            messages.append(message)
             continue
-        db, _, coll = row[ROUTE].partition("\0")
+        db, _, coll = path.partition("\0")
         entry = found.setdefault((db, coll), CollectionShare([], None))
         if kind == FINAL:
-            text = row["text"]
-            final = FinalRow(
-                row["documentId"],
-                documents(text) if text is not None else None,
-                row["token"],
-                row["clusterTime"],
-            )
+            final = FinalRow(key, documents(text) if text is not None else None, token, time)
             if entry.finals is None:
                 entry.finals = []
             entry.finals.append(final)
             continue
         if kind == END:
-            if (row[ROUTE], row["token"]) in ends:
+            if (path, token) in ends:
                 continue  # said by every state task that knew the collection
-            ends.add((row[ROUTE], row["token"]))
-        values = (row["token"], row["operation"], row["documentId"], row["text"])
-        step = ChangeStep((db, coll), *values, row["clusterTime"])
+            ends.add((path, token))
+        step = ChangeStep((db, coll), token, operation, key, text, time)
         entry.changes.append(decoded_change(step, documents))
     for entry in found.values():
         if entry.finals is not None:
