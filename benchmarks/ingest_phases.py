@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import corpus_files
-from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, query
+from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, batch_writers
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
 from shardstream.spark.ingest.session import build_session
+from shardstream.spark.ingest.settings import IngestSettings
 
 
 class _Arrow:
@@ -42,7 +43,7 @@ def main(argv: list[str]) -> None:
     workers = int(argv[4]) if len(argv) > 4 else DEFAULT_MIRROR_WORKERS
     work = Path(tempfile.mkdtemp(prefix="shardstream-phases-"))
     files = corpus_files(work, per_shard)
-    writer_call = query._BatchWriter.__call__
+    writer_call = batch_writers.DriverBatches.__call__
     totals = {"toArrow": 0.0, "sink": 0.0}
 
     def timed(self: Any, frame: Any, batch_id: int) -> None:
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> None:
             flush=True,
         )
 
-    query._BatchWriter.__call__ = timed  # type: ignore[method-assign]
+    batch_writers.DriverBatches.__call__ = timed  # type: ignore[method-assign]
     spark = build_session(master)
     options = {"oplog": files, "partitionMode": mode, "maxEventsPerTrigger": batch}
     settings = IngestSettings(

@@ -73,8 +73,9 @@ def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
     """One ingest of the corpus in ``work`` into ``sink``'s tables, in this process."""
     from shardstream.spark.ingest import MirrorLayout
     from shardstream.spark.ingest.progress import IngestProgress
-    from shardstream.spark.ingest.query import IngestSettings, run_ingest
+    from shardstream.spark.ingest.query import run_ingest
     from shardstream.spark.ingest.session import build_session
+    from shardstream.spark.ingest.settings import IngestSettings
 
     spark = build_session(master)
     options = {

@@ -304,8 +304,9 @@ class _RecordingProgress(IngestProgress):
 
 
 def _one_ingest(work: Path, master: str, mode: str, batch: int) -> dict[str, Any]:
-    from shardstream.spark.ingest.query import IngestSettings, run_ingest
+    from shardstream.spark.ingest.query import run_ingest
     from shardstream.spark.ingest.session import build_session
+    from shardstream.spark.ingest.settings import IngestSettings
 
     spark = build_session(master)
     options = {

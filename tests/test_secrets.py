@@ -40,7 +40,7 @@ from shardstream.cluster_sync import (
 from shardstream.emulator import EmulatedCluster
 from shardstream.oplog.live import ClusterInfo
 from shardstream.oplog.live.discovery import ShardInfo
-from shardstream.spark.ingest.query import IngestSettings
+from shardstream.spark.ingest.settings import IngestSettings
 from shardstream.spark.source.options import SourceKind, SourceSpec
 
 PASSWORD = "s3cretPw"

@@ -30,7 +30,8 @@ from shardstream.spark.delta.mirror.table import DeltaMirror
 from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.delta.typed.paths import state_table
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import APP_PREFIX, IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
+from shardstream.spark.ingest.settings import APP_PREFIX, IngestSettings
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 
 RUN_TIMEOUT_SECS = 300

@@ -22,7 +22,8 @@ from shardstream.spark.delta.mirror.check import (
 )
 from shardstream.spark.delta.sink import LakehouseSink
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest, stream_source_options
+from shardstream.spark.ingest.query import run_ingest, stream_source_options
+from shardstream.spark.ingest.settings import IngestSettings
 from tests.spark.lakehouse_checks import event_batches, merged_events, simulate
 
 SIMULATION = {"simulate": "true", "shards": "4", "entries": "200", "seed": "21"}

@@ -27,7 +27,8 @@ from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.sink import CrashPoint, LakehouseSink
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
+from shardstream.spark.ingest.settings import IngestSettings
 from shardstream.spark.ingest.task_batches import by_bucket
 from shardstream.spark.ingest.task_writes import LOGGED
 from tests.spark.ingest_runs import ingest_process, killed_in_process

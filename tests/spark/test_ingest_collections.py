@@ -30,11 +30,8 @@ from shardstream.spark.delta.typed.paths import (
 )
 from shardstream.spark.ingest import MirrorLayout
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import (
-    IngestSettings,
-    run_ingest,
-    tables_written_by_tasks,
-)
+from shardstream.spark.ingest.query import run_ingest, tables_written_by_tasks
+from shardstream.spark.ingest.settings import IngestSettings
 from tests.spark.collection_checks import assert_same_tables, driver_collection_tables
 from tests.spark.ingest_runs import killed_in_process
 from tests.spark.lakehouse_checks import event_batches, expected_state, simulated_input

@@ -19,7 +19,8 @@ from shardstream.errors import ConfigurationError
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
 from shardstream.spark.delta.mirror.check import read_table
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
+from shardstream.spark.ingest.settings import IngestSettings
 from shardstream.spark.source.options import parse_options
 from tests.spark.lakehouse_checks import simulated_input
 

@@ -23,7 +23,8 @@ from shardstream.spark.delta.changelog.task_files import (
 from shardstream.spark.delta.commits import open_table, table_rows
 from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
+from shardstream.spark.ingest.settings import IngestSettings
 from shardstream.spark.source.rows import PUBLIC_COLUMNS
 from tests.spark.ingest_runs import ingest_process, killed_in_process
 from tests.spark.lakehouse_checks import (

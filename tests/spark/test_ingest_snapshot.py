@@ -41,7 +41,8 @@ from shardstream.spark.delta.snapshot.tables import snapshot_in_changelog
 from shardstream.spark.delta.typed.paths import state_table
 from shardstream.spark.ingest import snapshot
 from shardstream.spark.ingest.progress import IngestProgress, IngestTotals
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
+from shardstream.spark.ingest.settings import IngestSettings
 from tests.spark.lakehouse_checks import merged_events
 
 pytestmark = pytest.mark.spark

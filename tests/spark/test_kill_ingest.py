@@ -33,7 +33,8 @@ from shardstream.spark.delta.mirror.check import (
 )
 from shardstream.spark.delta.sink import CrashPoint
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
+from shardstream.spark.ingest.settings import IngestSettings
 from tests.spark.ingest_runs import check_consistent, ingest_process, reference_events
 
 pytestmark = pytest.mark.spark

@@ -187,8 +187,9 @@ def _run_ingest_command(args: argparse.Namespace) -> int:
         memory = driver_memory_setting(args.driver_memory)
         crash = _crash_point(os.environ.get(CRASH_ENV))
         from shardstream.spark.ingest.progress import IngestProgress
-        from shardstream.spark.ingest.query import IngestSettings, run_ingest
+        from shardstream.spark.ingest.query import run_ingest
         from shardstream.spark.ingest.session import spark_session
+        from shardstream.spark.ingest.settings import IngestSettings
 
         settings = IngestSettings(
             table=Path(args.table),

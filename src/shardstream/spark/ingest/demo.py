@@ -36,8 +36,9 @@ from shardstream.spark.delta.mirror.check import (
 )
 from shardstream.spark.ingest.demo_tables import show_collections
 from shardstream.spark.ingest.progress import IngestProgress
-from shardstream.spark.ingest.query import IngestSettings, run_ingest
+from shardstream.spark.ingest.query import run_ingest
 from shardstream.spark.ingest.session import spark_session
+from shardstream.spark.ingest.settings import IngestSettings
 from shardstream.transform import ChangeStreamOptions
 
 # Three micro-batches of the 1,742 events: enough to show batches following each other,
