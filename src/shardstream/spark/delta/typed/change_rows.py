@@ -15,7 +15,7 @@ it for the collections it knows, and the collection's task keeps one of each.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -73,10 +73,21 @@ def _step_rows(steps: list[ChangeStep]) -> pa.Table:
         "operation": [step.operation for step in steps],
         "documentId": [step.document_id for step in steps],
         "text": [step.text for step in steps],
-        "clusterTime": [step.cluster_time for step in steps],
+        "clusterTime": _cluster_times([step.cluster_time for step in steps]),
         "message": [None] * len(steps),
     }
     return pa.Table.from_pydict(columns, schema=CHANGE_ROWS_SCHEMA)
+
+
+def _cluster_times(times: list[Mapping[str, int] | None]) -> pa.StructArray:
+    """The steps' cluster times as their column, built from its two halves (pyarrow's
+    conversion of a list of dicts looks up every field of every row)."""
+    mask = pa.array([time is None for time in times]) if None in times else None
+    halves = [
+        pa.array([0 if time is None else time[half] for time in times], pa.int64())
+        for half in ("t", "i")
+    ]
+    return pa.StructArray.from_arrays(halves, fields=list(CLUSTER_TIME_TYPE), mask=mask)
 
 
 def _final_rows(source: pa.Table) -> pa.Table:

@@ -80,12 +80,14 @@ def change_steps(root: Path, fresh: pa.Table, versions: pa.Table | None) -> list
                 )
             )
 
-    for index, event in enumerate(fresh.select(list(_EVENT_COLUMNS)).to_pylist()):
-        operation, token, time = event["operationType"], event["_id"], event["clusterTime"]
-        namespace = (event["db"], event["coll"])
+    # Read column by column: a dict per event would cost more than the loop below.
+    columns = (fresh[name].to_pylist() for name in _EVENT_COLUMNS)
+    events = zip(*columns, strict=True)
+    for index, (token, operation, time, db, coll, document_key) in enumerate(events):
+        namespace = (db, coll)
         if operation in SET_OPERATIONS or operation == "delete":
             text = texts[index] if operation != "delete" else None
-            key = document_id(event["documentKey"])
+            key = document_id(document_key)
             add(ChangeStep(namespace, token, operation, key, text, time))
         elif operation == "update":
             add_recorded(token, operation, time)
