@@ -12,8 +12,11 @@ one after the other in this process, as one task holding every bucket and every 
 would: the state round (``write_events``: the change log's file, the state's buckets applied
 and written; then ``bucket_rows``) and the collection round (``write_collection_rows``: each
 collection's history and typed mirror, typed and MERGEd), then the driver's commits. Prints
-this process's CPU per event in each round, the minimum over REPEAT runs into fresh tables
-(default 3): the machine is shared, and the minimum is the run least disturbed.
+this process's CPU per event in each round, and in delta-rs's MERGEs within the collection
+round, the minimum over REPEAT runs into fresh tables (default 3): the machine is shared,
+and the minimum is the run least disturbed. REPEAT 0 stops before the rounds: run under
+``valgrind --tool=callgrind`` with REPEAT 1 and 0, the difference is the rounds'
+instructions.
 
 Why: Spark's own costs (its JVM, the Arrow hand-offs, the Python workers' start) and the
 machine's noise hide a change to the rounds' Python in ``ingest_scaling.py``'s figures.
@@ -26,8 +29,10 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+from deltalake.table import TableMerger
 
 from benchmarks.sink_phases import merged_tables
 from shardstream.bench.corpus import corpus_files
@@ -63,9 +68,29 @@ def by_bucket(events: pa.Table, buckets: int) -> pa.Table:
     return shuffled.sort_by([(EVENT_BUCKET, "ascending"), ("_id", "ascending")])
 
 
-def run_rounds(batches: list[pa.Table], root: Path) -> tuple[float, float]:
+def run_rounds(batches: list[pa.Table], root: Path) -> tuple[float, float, float]:
     """Every batch through both rounds and the commits into fresh tables under ``root``;
-    this process's CPU seconds in the state round and in the collection round."""
+    this process's CPU seconds in the state round, in the collection round, and in the
+    latter's MERGEs."""
+    merges: list[float] = []
+    execute = TableMerger.execute
+
+    def timed(merger: TableMerger) -> dict[str, Any]:
+        started = time.process_time()
+        try:
+            return execute(merger)
+        finally:
+            merges.append(time.process_time() - started)
+
+    TableMerger.execute = timed  # type: ignore[method-assign,assignment]
+    try:
+        state, collections = _rounds(batches, root)
+    finally:
+        TableMerger.execute = execute  # type: ignore[method-assign]
+    return state, collections, sum(merges)
+
+
+def _rounds(batches: list[pa.Table], root: Path) -> tuple[float, float]:
     create_bucketed_mirror(root / STATE_TABLE, DEFAULT_BUCKETS)
     create_changelog(root)
     state_cpu = collections_cpu = 0.0
@@ -102,14 +127,17 @@ def main(argv: list[str]) -> None:
     merged = merged_tables(corpus_files(work / "oplogs", per_shard), batch)
     batches = [by_bucket(events, DEFAULT_BUCKETS) for events in merged]
     events = sum(table.num_rows for table in merged)
+    shape = f"{events:,} events in {len(batches)} batches of up to {batch:,}"
+    if not repeat:
+        print(f"{shape}: prepared, no round run (REPEAT 0)")
+        return
     runs = [run_rounds(batches, work / f"lake-{run}") for run in range(repeat)]
-    state = min(run[0] for run in runs) / events * 1e6
-    collections = min(run[1] for run in runs) / events * 1e6
+    state, collections, merges = (min(run[i] for run in runs) / events * 1e6 for i in range(3))
     print(
-        f"{events:,} events in {len(batches)} batches of up to {batch:,}, {DEFAULT_BUCKETS} "
-        f"buckets; CPU us/event in this process, min of {repeat} runs:\n"
+        f"{shape}, {DEFAULT_BUCKETS} buckets; CPU us/event in this process, min of {repeat} "
+        f"runs:\n"
         f"  state round        {state:6.1f}\n"
-        f"  collection round   {collections:6.1f}\n"
+        f"  collection round   {collections:6.1f} (of which delta-rs's MERGEs {merges:.1f})\n"
         f"  both               {state + collections:6.1f}"
     )
 
