@@ -17,6 +17,8 @@ from shardstream.errors import SinkError
 
 RowKey = tuple[str, str, str]
 """(db, coll, the document's ``_id`` as compact canonical Extended JSON)."""
+Namespace = tuple[str, str]
+"""(db, coll)."""
 
 # {"_id": {"$type": "text"}} with plain text (no escapes, no quotes): canonical Extended
 # JSON of an _id that is one type wrapper, as documentKey holds it.

@@ -23,27 +23,31 @@ never ``_id``, which is unique per collection.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import bson
-from bson.errors import InvalidBSON, InvalidDocument
+from bson.errors import InvalidDocument
 
 from shardstream.errors import SinkError
-from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.mirror.keys import RowKey, document_id
+from shardstream.spark.delta.mirror.event_columns import (
+    event_database,
+    event_key,
+    event_namespace,
+    oplog_diff,
+    refuse_fragment,
+    rename_target,
+    required_text,
+)
+from shardstream.spark.delta.mirror.keys import Namespace, RowKey
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.update.apply_update import apply_update
 
-Namespace = tuple[str, str]
 Version = tuple[str, RowKey, str, str]
 """(event token, row key, operation, the document after it as canonical Extended JSON)."""
 
-# Decoded as the oplog reader decodes entries (UUIDs stay BinData, out-of-range dates kept).
-DIFF_CODEC_OPTIONS: Final = OPLOG_CODEC_OPTIONS
 SET_OPERATIONS: Final = frozenset({"insert", "replace"})
 NAMESPACE_OPERATIONS: Final = frozenset({"drop", "rename", "dropDatabase"})
 
@@ -127,34 +131,22 @@ class MirrorChanges:
     unknown_updates: int = 0
 
 
-def _namespace_target(event: Mapping[str, Any]) -> Namespace:
-    """A rename's ``to`` namespace."""
-    text = event.get("to")
-    try:
-        target: Any = json.loads(text) if isinstance(text, str) else None
-        return (str(target["db"]), str(target["coll"]))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise SinkError(
-            f"expected a rename event's 'to' as {{db, coll}} Extended JSON, got {text!r:.200}"
-        ) from exc
-
-
 def batch_needs(events: Sequence[Mapping[str, Any]]) -> BatchNeeds:
     """The rows :func:`apply_batch` will read, for one query against the mirror."""
     keys: set[RowKey] = set()
     namespaces: set[Namespace] = set()
     databases: set[str] = set()
     for event in events:
-        _refuse_fragment(event)
+        refuse_fragment(event)
         operation = event["operationType"]
         if operation == "update":
-            keys.add(_event_key(event))
+            keys.add(event_key(event))
         elif operation in ("drop", "rename"):
-            namespaces.add(_namespace(event))
+            namespaces.add(event_namespace(event))
             if operation == "rename":
-                namespaces.add(_namespace_target(event))
+                namespaces.add(rename_target(event))
         elif operation == "dropDatabase":
-            databases.add(_database(event))
+            databases.add(event_database(event))
     return BatchNeeds(frozenset(keys), frozenset(namespaces), frozenset(databases))
 
 
@@ -190,14 +182,14 @@ def apply_batch(
     applied_ddl: set[str] = set()
     unknown = 0
     for event in events:
-        _refuse_fragment(event)
+        refuse_fragment(event)
         operation = event["operationType"]
         if operation in SET_OPERATIONS:
-            key = _event_key(event)
-            current[key] = _row_from_event(event, key, _required(event, "fullDocument"))
+            key = event_key(event)
+            current[key] = _row_from_event(event, key, required_text(event, "fullDocument"))
             touched.add(key)
         elif operation == "update":
-            key = _event_key(event)
+            key = event_key(event)
             base = current.get(key)
             if base is None:
                 if strict and not _before_snapshot_end(event, snapshot_read_end):
@@ -209,7 +201,7 @@ def apply_batch(
                     )
                 unknown += 1
                 continue
-            diff = _oplog_diff(event)
+            diff = oplog_diff(event)
             updated = _row_from_event(event, key)
             updated.with_document(apply_update(base.document(), diff))
             current[key] = updated
@@ -217,7 +209,7 @@ def apply_batch(
             if versions is not None:
                 versions.append((event["_id"], key, operation, updated.full_document()))
         elif operation == "delete":
-            key = _event_key(event)
+            key = event_key(event)
             current[key] = None
             touched.add(key)
         elif operation in NAMESPACE_OPERATIONS and event["_id"] not in applied_ddl:
@@ -240,13 +232,13 @@ def _apply_namespace_event(
 ) -> set[RowKey]:
     operation = event["operationType"]
     if operation == "dropDatabase":
-        database = _database(event)
+        database = event_database(event)
         gone = [key for key, row in current.items() if row is not None and key[0] == database]
     else:
-        gone = _rows_of(current, _namespace(event))
+        gone = _rows_of(current, event_namespace(event))
     moved: list[MirrorRow] = []
     if operation == "rename":
-        target = _namespace_target(event)
+        target = rename_target(event)
         moved = [row for key in gone if (row := current[key]) is not None]
         gone += _rows_of(current, target)
         for row in moved:
@@ -270,60 +262,8 @@ def _row_from_event(event: Mapping[str, Any], key: RowKey, text: str | None = No
         db=key[0],
         coll=key[1],
         document_id=key[2],
-        document_key=_required(event, "documentKey"),
+        document_key=required_text(event, "documentKey"),
         token=event["_id"],
         cluster_time=event["clusterTime"],
         _text=text,
     )
-
-
-def _oplog_diff(event: Mapping[str, Any]) -> dict[str, Any]:
-    """An update's ``$v:2`` diff, from its BSON bytes (the ``_oplogUpdate`` column)."""
-    raw = event.get("_oplogUpdate")
-    if not isinstance(raw, bytes):
-        raise SinkError(
-            f"expected column '_oplogUpdate' to hold an update's BSON diff in event "
-            f"{event.get('_id')}, got {raw!r:.100}"
-        )
-    try:
-        # The values json_util's text of these bytes parses back to: a Symbol decodes as
-        # str, Undefined as None and a DBPointer as a DBRef, as that text writes them.
-        return bson.decode(raw, DIFF_CODEC_OPTIONS)
-    except InvalidBSON as exc:
-        raise SinkError(
-            f"expected column '_oplogUpdate' to hold an update's BSON diff in event "
-            f"{event.get('_id')}, got bytes that are not BSON ({exc})"
-        ) from exc
-
-
-def _event_key(event: Mapping[str, Any]) -> RowKey:
-    db, coll = _namespace(event)
-    return (db, coll, document_id(_required(event, "documentKey")))
-
-
-def _namespace(event: Mapping[str, Any]) -> Namespace:
-    return (_database(event), _required(event, "coll"))
-
-
-def _database(event: Mapping[str, Any]) -> str:
-    return _required(event, "db")
-
-
-def _required(event: Mapping[str, Any], column: str) -> str:
-    value = event.get(column)
-    if not isinstance(value, str):
-        raise SinkError(
-            f"expected column {column!r} to be a string in a {event.get('operationType')!r} "
-            f"event ({event.get('_id')}), got {value!r:.100}"
-        )
-    return value
-
-
-def _refuse_fragment(event: Mapping[str, Any]) -> None:
-    if event.get("_fragment") is not None:
-        # A fragment carries only part of the event ($changeStreamSplitLargeEvent); the
-        # mirror would need the reassembled event, which the stream never delivers whole.
-        raise SinkError(
-            f"expected whole events, got a fragment of a split {event['_fragment']!r} event "
-            f"({event.get('_id')}): ingest without $changeStreamSplitLargeEvent"
-        )

@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import BatchCommit
+from shardstream.spark.delta.mirror.keys import Namespace
 from shardstream.spark.delta.mirror.prepare import DELETE, PreparedBatch
-from shardstream.spark.delta.mirror.state import Namespace
 from shardstream.spark.delta.typed.changes import collection_changes
 from shardstream.spark.delta.typed.history import Change, write_history
 from shardstream.spark.delta.typed.mirror import FinalRow, write_mirror

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shardstream.spark.delta.mirror.bucketed.bucket_writer import AppliedBucket
+from shardstream.spark.delta.mirror.keys import Namespace
 from shardstream.spark.delta.mirror.prepare import DELETE
-from shardstream.spark.delta.mirror.state import Namespace
 from shardstream.spark.delta.typed.batch import CollectionShare
 from shardstream.spark.delta.typed.changes import ChangeStep, change_steps, decoded_change
 from shardstream.spark.delta.typed.mirror import FinalRow

@@ -22,8 +22,8 @@ from typing import Any, Final
 import pyarrow as pa
 
 from shardstream.resume_token.token_json import loads
-from shardstream.spark.delta.mirror.keys import document_id
-from shardstream.spark.delta.mirror.state import SET_OPERATIONS, Namespace
+from shardstream.spark.delta.mirror.keys import Namespace, document_id
+from shardstream.spark.delta.mirror.state import SET_OPERATIONS
 from shardstream.spark.delta.typed.history import Change
 from shardstream.spark.delta.typed.paths import HISTORY_DIR, MIRROR_DIR, collections_of
 
