@@ -19,8 +19,8 @@ from bson.timestamp import Timestamp
 from shardstream.errors import ResumeTokenError
 from shardstream.resume_token.keystring import ctype
 from shardstream.resume_token.keystring.byte_reader import ByteReader
-from shardstream.resume_token.keystring.codec import decode_value_of_ctype
 from shardstream.resume_token.keystring.type_bits import TypeBitsReader, parse_type_bits
+from shardstream.resume_token.keystring.value_decoder import decode_value_of_ctype
 from shardstream.resume_token.token import (
     DATA_FIELD,
     TYPE_BITS_FIELD,

@@ -1,4 +1,5 @@
-"""KeyString V1 encoding of BSON values, all ascending (server: key_string.cpp).
+"""KeyString V1 encoding of BSON values, all ascending (server: key_string.cpp); the
+reading back is ``value_decoder``.
 
 The resume token is the KeyString of a sequence of unnamed values.  Each value
 is a CType byte then a payload; inside an embedded document every field is the
@@ -6,7 +7,7 @@ value's *generic* CType, the raw field name, NUL, then the value itself.  Field
 order is kept, never sorted.  Type information the bytes drop on purpose
 (int vs long vs double, String vs Symbol) goes to the type bits.
 
-Complexity: O(n) in the encoded size, for both directions.
+Complexity: O(n) in the encoded size.
 """
 
 from __future__ import annotations
@@ -32,44 +33,31 @@ from bson.timestamp import Timestamp
 
 from shardstream.errors import ResumeTokenError
 from shardstream.resume_token.bson_values import (
-    UNDEFINED,
     DBPointer,
     Symbol,
     _UndefinedType,
     date_millis,
-    millis_to_date,
 )
 from shardstream.resume_token.keystring import ctype
-from shardstream.resume_token.keystring.byte_reader import ByteReader
-from shardstream.resume_token.keystring.decimal128 import (
-    decode_decimal128,
-    decode_decimal128_zero,
-    encode_decimal128,
-)
+from shardstream.resume_token.keystring.decimal128 import encode_decimal128
 from shardstream.resume_token.keystring.numeric import (
-    NEGATIVE_ZERO_SUFFIX,
-    TYPE_DECIMAL,
     TYPE_INT32,
     TYPE_INT64,
     append_double,
     append_int,
-    read_number_of_type,
-    zero_of_type,
 )
 from shardstream.resume_token.keystring.payloads import (
-    DATE_SIGN_FLIP,
     append_bin_data,
     append_date,
     append_string_bytes,
 )
 from shardstream.resume_token.keystring.raw_bson import append_raw_document
-from shardstream.resume_token.keystring.type_bits import TypeBitsReader, TypeBitsWriter
+from shardstream.resume_token.keystring.type_bits import TypeBitsWriter
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-_MAX_NESTING = 200  # deeper than BSON's own limit (100); stops runaway recursion on garbage
 _UTC = datetime.UTC
 
 
@@ -85,8 +73,8 @@ def append_value(out: bytearray, bits: TypeBitsWriter, value: Any, depth: int = 
     Raises:
         ResumeTokenError: the value has no BSON type, or an int is out of int64 range.
     """
-    if depth > _MAX_NESTING:
-        raise ResumeTokenError(f"value nested deeper than {_MAX_NESTING} levels")
+    if depth > ctype.MAX_NESTING:
+        raise ResumeTokenError(f"value nested deeper than {ctype.MAX_NESTING} levels")
     if value is None:
         out.append(ctype.NULL)
     elif isinstance(value, bool):
@@ -170,14 +158,14 @@ def _append_fields(
     for name, field_value in document.items():
         if not isinstance(name, str) or "\x00" in name:
             raise ResumeTokenError(f"expected a field name without NUL, got {name!r}")
-        out.append(_generic_ctype(field_value))
+        out.append(generic_ctype(field_value))
         out += name.encode()
         out.append(0)
         append_value(out, bits, field_value, depth + 1)
     out.append(0)
 
 
-def _generic_ctype(value: Any) -> int:
+def generic_ctype(value: Any) -> int:
     """Return the CType that precedes a field holding ``value`` inside a document.
 
     It is the first CType of the value's type family: every number gets 0x1E and
@@ -244,134 +232,3 @@ def _regex_flag_letters(flags: int) -> str:
         (re.VERBOSE, "x"),
     )
     return "".join(letter for flag, letter in letters if flags & flag)
-
-
-def _decode_value(reader: ByteReader, bits: TypeBitsReader, depth: int = 0) -> Any:
-    """Read one value (CType and payload) and return it with its exact BSON type.
-
-    Raises:
-        ResumeTokenError: a reserved CType, a truncated payload, or type bits that
-            contradict the bytes.
-    """
-    code = reader.read_byte()
-    return decode_value_of_ctype(code, reader, bits, depth)
-
-
-def decode_value_of_ctype(code: int, reader: ByteReader, bits: TypeBitsReader, depth: int) -> Any:
-    """Read the payload of a value whose CType byte ``code`` was just consumed."""
-    if depth > _MAX_NESTING:
-        raise ResumeTokenError(f"KeyString nested deeper than {_MAX_NESTING} levels")
-    if ctype.FIRST_NUMERIC <= code <= ctype.LAST_NUMERIC:
-        return _read_numeric(code, reader, bits)
-    if code == ctype.STRING_LIKE:
-        text = _read_string_body(reader)
-        return Symbol(text) if bits.read_bit() else text
-    if code == ctype.OID:
-        return ObjectId(reader.read(12))
-    if code == ctype.OBJECT:
-        return _read_fields(reader, bits, depth)
-    if code == ctype.ARRAY:
-        elements = []
-        while reader.peek() != 0:
-            elements.append(_decode_value(reader, bits, depth + 1))
-        reader.read_byte()
-        return elements
-    simple = _SIMPLE_VALUES.get(code, _NO_VALUE)
-    if simple is not _NO_VALUE:
-        return simple
-    return _read_rare(code, reader, bits, depth)
-
-
-_NO_VALUE = object()
-_SIMPLE_VALUES: dict[int, Any] = {
-    ctype.NULL: None,
-    ctype.BOOL_FALSE: False,
-    ctype.BOOL_TRUE: True,
-    ctype.MIN_KEY: MinKey(),
-    ctype.MAX_KEY: MaxKey(),
-    ctype.UNDEFINED: UNDEFINED,
-}
-
-
-def _read_numeric(code: int, reader: ByteReader, bits: TypeBitsReader) -> Any:
-    type_code = bits.read_bits(2)
-    if code == ctype.NUMERIC_ZERO:
-        if type_code != TYPE_DECIMAL:
-            return zero_of_type(type_code)
-        suffix = bits.read_bits(3)
-        if suffix == NEGATIVE_ZERO_SUFFIX:
-            return -0.0
-        return decode_decimal128_zero(bits, suffix)
-    if type_code == TYPE_DECIMAL:
-        return decode_decimal128(code, reader, bits)
-    return read_number_of_type(code, reader, type_code)
-
-
-def _read_rare(code: int, reader: ByteReader, bits: TypeBitsReader, depth: int) -> Any:
-    if code == ctype.TIMESTAMP:
-        return Timestamp(reader.read_uint_be(4), reader.read_uint_be(4))
-    if code == ctype.BIN_DATA:
-        size = reader.read_byte()
-        if size == 0xFF:
-            size = reader.read_uint_be(4)
-        subtype = reader.read_byte()
-        data = reader.read(size)
-        return Binary(data, subtype)
-    if code == ctype.DATE:
-        millis = reader.read_uint_be(8) ^ DATE_SIGN_FLIP
-        return millis_to_date(millis - (1 << 64) if millis >= DATE_SIGN_FLIP else millis)
-    if code == ctype.REGEX:
-        pattern = _utf8(reader.read_cstring(), "regex pattern")
-        return Regex(pattern, _utf8(reader.read_cstring(), "regex flags"))
-    if code == ctype.CODE:
-        return Code(_read_string_body(reader))
-    if code == ctype.CODE_WITH_SCOPE:
-        source = _read_string_body(reader)
-        return Code(source, _read_fields(reader, bits, depth))
-    if code == ctype.DB_REF:
-        size = reader.read_uint_be(4)
-        namespace = _utf8(reader.read(size), "DBPointer namespace")
-        return DBPointer(namespace, ObjectId(reader.read(12)))
-    raise ResumeTokenError(
-        f"invalid KeyString: expected a CType byte at offset {reader.pos - 1}, got {code:#04x}"
-    )
-
-
-def _read_fields(reader: ByteReader, bits: TypeBitsReader, depth: int) -> dict[str, Any]:
-    document: dict[str, Any] = {}
-    while True:
-        generic = reader.read_byte()
-        if generic == 0:
-            return document
-        name = _utf8(reader.read_cstring(), "field name")
-        value_code = reader.read_byte()
-        value = decode_value_of_ctype(value_code, reader, bits, depth + 1)
-        if _generic_ctype(value) != generic:
-            raise ResumeTokenError(
-                f"invalid KeyString: field {name!r} announces CType {generic:#04x} but holds "
-                f"CType {value_code:#04x}"
-            )
-        if name in document:
-            raise ResumeTokenError(f"invalid KeyString: field {name!r} appears twice")
-        document[name] = value
-
-
-def _read_string_body(reader: ByteReader) -> str:
-    chunks = []
-    while True:
-        chunk = reader.read_cstring()
-        chunks.append(chunk)
-        if reader.remaining and reader.peek() == 0xFF:
-            reader.read_byte()
-            chunks.append(b"\x00")
-            continue
-        return _utf8(b"".join(chunks), "string")
-
-
-def _utf8(raw: bytes, what: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ResumeTokenError(
-            f"invalid KeyString: expected a UTF-8 {what}, got {raw!r:.80}"
-        ) from exc

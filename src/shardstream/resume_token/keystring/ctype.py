@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
+# The deepest nesting the codec writes or reads: deeper than BSON's own limit (100); it
+# stops runaway recursion on garbage.
+MAX_NESTING: Final = 200
 MIN_KEY: Final = 0x0A
 UNDEFINED: Final = 0x0F
 NULL: Final = 0x14
