@@ -10,7 +10,6 @@ exhaust, so pymongo's streaming monitor neither busy-loops nor times out.
 from __future__ import annotations
 
 import datetime
-import itertools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 from shardstream.emulator.aggregate_commands import aggregate_handler
+from shardstream.emulator.cursor_table import CursorTable
 from shardstream.emulator.cursors import ListCursor, ServerCursor, select
 from shardstream.emulator.document_store import DocumentStore
 from shardstream.emulator.faults import (
@@ -40,13 +40,13 @@ from shardstream.emulator.server import HOST, Connection, WireServer
 from shardstream.emulator.wire import OP_QUERY, Request
 
 _VERSIONS = {17: "6.0.0", 21: "7.0.0", 25: "8.0.0"}
-DEFAULT_BATCH_SIZE = 101  # the server's default first batch
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]
 
 
 class EmulatedNode(FaultMethods, LoadMethods, ABC):
-    """One emulated server process: lifecycle, dispatch, cursors and common commands."""
+    """One emulated server process: lifecycle, dispatch and common commands (its cursors:
+    ``cursors``, a :class:`~shardstream.emulator.cursor_table.CursorTable`)."""
 
     def __init__(self, *, max_wire_version: int = 21) -> None:
         """Create a stopped node.
@@ -63,20 +63,20 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
         self._topology = threading.Condition()
         self._process_id = ObjectId()
         self._topology_counter = 0
-        self._cursor_lock = threading.Lock()
-        self._cursors: dict[int, ServerCursor] = {}
-        self._cursor_ids = itertools.count(7_000_000_001)
+        self.cursors = CursorTable(self._stopping)
         self.store = DocumentStore()  # user collections; writable on replica-set members
         self._commands: dict[str, Handler] = {
             "ping": lambda _body: {"ok": 1.0},
             "buildinfo": self._build_info,
             "endsessions": lambda _body: {"ok": 1.0},
             "find": self._find,
-            "getmore": self._get_more,
-            "killcursors": self._kill_cursors,
+            "getmore": self.cursors.get_more,
+            "killcursors": self.cursors.kill,
         }
         # Through the role's collection_docs: on mongos that is every shard's documents.
-        self._commands["aggregate"] = aggregate_handler(self.collection_docs, self.first_batch)
+        self._commands["aggregate"] = aggregate_handler(
+            self.collection_docs, self.cursors.first_batch
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -119,8 +119,7 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
     @property
     def open_cursor_count(self) -> int:
         """How many server-side cursors are open."""
-        with self._cursor_lock:
-            return len(self._cursors)
+        return len(self.cursors)
 
     def bump_topology(self) -> None:
         """Advance ``topologyVersion.counter`` and wake streaming hellos (a state change)."""
@@ -195,10 +194,10 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
         try:
             if isinstance(fault, ErrorReply):
                 if fault.kill_cursor:
-                    self._forget(body.get(request.command))
+                    self.cursors.forget(body.get(request.command))
                 raise CommandError(fault.code, fault.code_name, fault.errmsg, fault.labels)
             if isinstance(fault, SilentDeath):
-                cursor = self._forget(body.get(request.command))
+                cursor = self.cursors.forget(body.get(request.command))
                 ns = cursor.ns if cursor else f"{body.get('$db')}.{body.get('collection')}"
                 reply: Body = {"cursor": {"id": Int64(0), "ns": ns, "nextBatch": []}, "ok": 1.0}
             elif name in ("hello", "ismaster"):
@@ -296,62 +295,6 @@ class EmulatedNode(FaultMethods, LoadMethods, ABC):
     def _find(self, body: Body) -> Body:
         ns = f"{body.get('$db')}.{body['find']}"
         cursor = self.make_cursor(ns, body)
-        return self.first_batch(cursor, body.get("batchSize"), bool(body.get("singleBatch")))
-
-    def first_batch(self, cursor: ServerCursor, size: Any, single_batch: bool = False) -> Body:
-        """The reply to a command that opens ``cursor`` (``find``, ``aggregate``).
-
-        The cursor is kept for ``getMore`` unless its first batch exhausts it.
-        """
-        # A find never waits for data, even on an awaitData cursor: only getMore does.
-        first = DEFAULT_BATCH_SIZE if size is None else int(size)
-        batch = cursor.next_batch(first, 0, self._stopping)
-        if single_batch:
-            cursor.exhausted = True
-        cursor_id = 0
-        if not cursor.exhausted:
-            with self._cursor_lock:
-                cursor_id = next(self._cursor_ids)
-                self._cursors[cursor_id] = cursor
-        ns = cursor.ns
-        return {"cursor": {"firstBatch": batch, "id": Int64(cursor_id), "ns": ns}, "ok": 1.0}
-
-    def _get_more(self, body: Body) -> Body:
-        cursor_id = int(body["getMore"])
-        with self._cursor_lock:
-            cursor = self._cursors.get(cursor_id)
-        if cursor is None:
-            raise CommandError(43, "CursorNotFound", f"cursor id {cursor_id} not found")
-        size, max_time = body.get("batchSize"), body.get("maxTimeMS")
-        try:
-            batch = cursor.next_batch(
-                None if size is None else int(size),
-                None if max_time is None else int(max_time),
-                self._stopping,
-            )
-        except CommandError:
-            self._forget(cursor_id)  # an error ends the cursor on the server too
-            raise
-        if cursor.exhausted:
-            self._forget(cursor_id)
-            cursor_id = 0
-        return {"cursor": {"nextBatch": batch, "id": Int64(cursor_id), "ns": cursor.ns}, "ok": 1.0}
-
-    def _forget(self, cursor_id: object) -> ServerCursor | None:
-        if not isinstance(cursor_id, int):
-            return None
-        with self._cursor_lock:
-            return self._cursors.pop(int(cursor_id), None)
-
-    def _kill_cursors(self, body: Body) -> Body:
-        killed: list[Any] = []
-        missing: list[Any] = []
-        for cursor_id in body.get("cursors", []):
-            (killed if self._forget(cursor_id) else missing).append(cursor_id)
-        return {
-            "cursorsKilled": killed,
-            "cursorsNotFound": missing,
-            "cursorsAlive": [],
-            "cursorsUnknown": [],
-            "ok": 1.0,
-        }
+        return self.cursors.first_batch(
+            cursor, body.get("batchSize"), bool(body.get("singleBatch"))
+        )
