@@ -20,8 +20,9 @@ from bson.int64 import Int64
 
 from shardstream.emulator.cursors import matches, select
 from shardstream.emulator.ddl_commands import not_found
-from shardstream.emulator.document_store import ID_INDEX, DocumentStore
+from shardstream.emulator.document_store import DocumentStore
 from shardstream.emulator.faults import require_admin
+from shardstream.emulator.index_keys import ID_INDEX
 from shardstream.emulator.views import view_entry, views_of
 from shardstream.emulator.write_path import namespace
 

@@ -32,8 +32,9 @@ from bson.binary import Binary
 from shardstream.emulator import write_oplog
 from shardstream.emulator.chunk_map import ChunkMap, key_value
 from shardstream.emulator.chunk_routing import migrating
-from shardstream.emulator.document_store import ID_INDEX, Collection
+from shardstream.emulator.document_store import Collection
 from shardstream.emulator.faults import CommandError, require_admin
+from shardstream.emulator.index_keys import ID_INDEX
 from shardstream.emulator.replica_set import EmulatedReplicaSet
 
 Body = dict[str, Any]

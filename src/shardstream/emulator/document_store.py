@@ -27,23 +27,14 @@ from bson.decimal128 import Decimal128
 from bson.int64 import Int64
 from bson.objectid import ObjectId
 
-from shardstream.emulator.cursors import MISSING, lookup, matches
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.cursors import MISSING, matches
+from shardstream.emulator.faults import CommandError, WriteError
+from shardstream.emulator.index_keys import ID_INDEX, index_key, render_key
 
 Body = dict[str, Any]
-ID_INDEX: Final = {"v": 2, "key": {"_id": 1}, "name": "_id_"}
 # Collection UUIDs are derived from the namespace and a creation number, so emulated
 # oplogs are reproducible run to run while a re-created collection still gets a new one.
 _UUID_NAMESPACE: Final = uuid.UUID("5eb5a5e1-0000-4000-8000-000000000000")
-
-
-class WriteError(CommandError):
-    """An error of one write operation; becomes a ``writeErrors`` entry, not ``ok: 0``."""
-
-    def __init__(self, code: int, code_name: str, errmsg: str, info: Body | None = None) -> None:
-        """Create the error; ``info`` holds extra fields (``keyPattern``, ``keyValue``)."""
-        super().__init__(code, code_name, errmsg)
-        self.info = info or {}
 
 
 def id_key(value: Any) -> bytes:
@@ -54,39 +45,6 @@ def id_key(value: Any) -> bytes:
 def same_bson(a: Any, b: Any) -> bool:
     """Whether two values have the same BSON encoding (type and field order count)."""
     return bson.encode({"": a}) == bson.encode({"": b})
-
-
-def index_options(spec: Mapping[str, Any]) -> Body:
-    """An index spec's options: everything but ``v``, ``key`` and ``name``."""
-    return {k: v for k, v in spec.items() if k not in ("v", "key", "name")}
-
-
-def _render(value: Any) -> str:
-    # Close to how mongod prints a dup key ({ _id: "a" }); for messages only.
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k}: {_render(v)}" for k, v in value.items()) + " }"
-    return "null" if value is None else str(value)
-
-
-def _key_value(doc: Mapping[str, Any], pattern: Mapping[str, Any]) -> Body:
-    """The index key of ``doc``: ``{field: value}`` in pattern order, null when missing."""
-    values = {field: lookup(doc, field) for field in pattern}
-    return {field: None if value is MISSING else value for field, value in values.items()}
-
-
-def index_spec(spec: Mapping[str, Any]) -> Body:
-    """An index spec in mongod's order, ``{v: 2, key, name, ...options}``.
-
-    Raises:
-        CommandError: ``FailedToParse`` (9) without a ``key`` document or a ``name``.
-    """
-    if not isinstance(spec.get("key"), Mapping) or not spec["key"]:
-        raise CommandError(9, "FailedToParse", f"index spec needs a 'key' document: {spec!r}")
-    if not isinstance(spec.get("name"), str) or not spec["name"]:
-        raise CommandError(9, "FailedToParse", f"index spec needs a 'name': {spec!r}")
-    return {"v": 2, "key": dict(spec["key"]), "name": spec["name"], **index_options(spec)}
 
 
 class Collection:
@@ -160,8 +118,8 @@ class Collection:
         self._loose_ids += _loose(doc["_id"])
         self._record_ids[key] = self._next_record_id
         self._next_record_id += 1
-        for name, index_key in claims:
-            self._unique[name][index_key] = key
+        for name, claimed in claims:
+            self._unique[name][claimed] = key
         return key
 
     def record_id(self, key: bytes) -> int:
@@ -190,8 +148,8 @@ class Collection:
         claims = self._claims(doc, key)
         self._release(self._docs[key])
         self._docs[key] = doc
-        for name, index_key in claims:
-            self._unique[name][index_key] = key
+        for name, claimed in claims:
+            self._unique[name][claimed] = key
 
     def delete(self, key: bytes) -> Body:
         """Remove and return the document under ``key``."""
@@ -220,7 +178,7 @@ class Collection:
         if spec.get("unique"):
             keys: dict[bytes, bytes] = {}
             for key, doc in self._docs.items():
-                value = self._index_key(spec, doc)
+                value = index_key(spec, doc)
                 if value is None:
                     continue
                 encoded = bson.encode(value)
@@ -238,14 +196,6 @@ class Collection:
         self._unique.pop(name, None)
         return spec
 
-    def _index_key(self, spec: Mapping[str, Any], doc: Mapping[str, Any]) -> Body | None:
-        if "partialFilterExpression" in spec and not matches(doc, spec["partialFilterExpression"]):
-            return None
-        value = _key_value(doc, spec["key"])
-        if spec.get("sparse") and all(v is None for v in value.values()):
-            return None
-        return value
-
     def _claims(self, doc: Body, key: bytes) -> list[tuple[str, bytes]]:
         # Check every unique index before changing any, so a failed write leaves no trace.
         claims: list[tuple[str, bytes]] = []
@@ -253,7 +203,7 @@ class Collection:
             name = spec["name"]
             if name not in self._unique:
                 continue
-            value = self._index_key(spec, doc)
+            value = index_key(spec, doc)
             if value is None:
                 continue
             encoded = bson.encode(value)
@@ -266,7 +216,7 @@ class Collection:
     def _release(self, doc: Body) -> None:
         for spec in self.indexes:
             keys = self._unique.get(spec["name"])
-            value = self._index_key(spec, doc) if keys is not None else None
+            value = index_key(spec, doc) if keys is not None else None
             if keys is not None and value is not None:
                 keys.pop(bson.encode(value), None)
 
@@ -275,7 +225,7 @@ class Collection:
             11000,
             "DuplicateKey",
             f"E11000 duplicate key error collection: {self.ns} index: {spec['name']} "
-            f"dup key: {_render(value)}",
+            f"dup key: {render_key(value)}",
             {"keyPattern": dict(spec["key"]), "keyValue": value},
         )
 

@@ -105,6 +105,17 @@ class CommandError(Exception):
         self.labels = tuple(labels)
 
 
+class WriteError(CommandError):
+    """An error of one write operation; becomes a ``writeErrors`` entry, not ``ok: 0``."""
+
+    def __init__(
+        self, code: int, code_name: str, errmsg: str, info: dict[str, Any] | None = None
+    ) -> None:
+        """Create the error; ``info`` holds extra fields (``keyPattern``, ``keyValue``)."""
+        super().__init__(code, code_name, errmsg)
+        self.info = info or {}
+
+
 class FaultMethods:
     """Named one-shot faults, mixed into every emulated node (which sets ``faults``)."""
 

@@ -16,13 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from shardstream.emulator.ddl_commands import not_found, outside_transactions
-from shardstream.emulator.document_store import (
-    Collection,
-    index_options,
-    index_spec,
-    same_bson,
-)
+from shardstream.emulator.document_store import Collection, same_bson
 from shardstream.emulator.faults import CommandError
+from shardstream.emulator.index_keys import index_options, index_spec
 from shardstream.emulator.write_oplog import command
 from shardstream.emulator.write_path import WritePath, namespace
 

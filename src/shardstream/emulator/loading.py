@@ -13,13 +13,8 @@ from typing import Any
 
 import bson
 
-from shardstream.emulator.document_store import (
-    Body,
-    Collection,
-    DocumentStore,
-    id_first,
-    index_spec,
-)
+from shardstream.emulator.document_store import Body, Collection, DocumentStore, id_first
+from shardstream.emulator.index_keys import index_spec
 from shardstream.emulator.wire import CODEC_OPTIONS
 
 

@@ -32,8 +32,9 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
-from shardstream.emulator.document_store import DocumentStore, id_key, index_spec, same_bson
+from shardstream.emulator.document_store import DocumentStore, id_key, same_bson
 from shardstream.emulator.faults import CommandError, require_admin
+from shardstream.emulator.index_keys import index_spec
 from shardstream.emulator.replica_set import EmulatedReplicaSet
 from shardstream.emulator.write_path import arguments
 

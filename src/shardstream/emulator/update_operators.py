@@ -25,7 +25,8 @@ from bson.decimal128 import Decimal128, create_decimal128_context
 from bson.int64 import Int64
 
 from shardstream.emulator.cursors import MISSING, matches
-from shardstream.emulator.document_store import WriteError, id_first, same_bson
+from shardstream.emulator.document_store import id_first, same_bson
+from shardstream.emulator.faults import WriteError
 
 Body = dict[str, Any]
 OPERATORS: Final = ("$set", "$unset", "$setOnInsert", "$inc")

@@ -40,7 +40,7 @@ import bson
 from bson.regex import Regex
 
 from shardstream.emulator.cursors import MISSING, lookup
-from shardstream.emulator.document_store import WriteError
+from shardstream.emulator.faults import WriteError
 
 Body = dict[str, Any]
 Handler = Callable[[Body], Body]

@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shardstream.emulator.document_store import WriteError
-from shardstream.emulator.faults import CommandError, require_admin
+from shardstream.emulator.faults import CommandError, WriteError, require_admin
 from shardstream.emulator.transactions import Transaction
 from shardstream.emulator.update_operators import (
     apply_operators,

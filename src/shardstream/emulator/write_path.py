@@ -14,14 +14,13 @@ from typing import Any, Final
 
 from shardstream.emulator import write_oplog
 from shardstream.emulator.document_store import (
-    ID_INDEX,
     Collection,
     DocumentStore,
-    WriteError,
     id_first,
     id_key,
 )
-from shardstream.emulator.faults import CommandError
+from shardstream.emulator.faults import CommandError, WriteError
+from shardstream.emulator.index_keys import ID_INDEX
 from shardstream.emulator.transactions import Transaction, TransactionTable
 from shardstream.emulator.write_oplog import OplogWriter
 
