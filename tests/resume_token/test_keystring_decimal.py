@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from shardstream.errors import ResumeTokenError
 from shardstream.resume_token.keystring import double_form as form
 from shardstream.resume_token.keystring.byte_reader import ByteReader
-from shardstream.resume_token.keystring.decimal128 import (
+from shardstream.resume_token.keystring.decimal128 import encode_decimal128
+from shardstream.resume_token.keystring.decimal128_decoder import (
     decode_decimal128,
     decode_decimal128_zero,
-    encode_decimal128,
 )
 from shardstream.resume_token.keystring.type_bits import TypeBitsReader, TypeBitsWriter
 

@@ -22,7 +22,7 @@ from shardstream.resume_token.bson_values import UNDEFINED, DBPointer, Symbol, m
 from shardstream.resume_token.keystring import ctype
 from shardstream.resume_token.keystring.byte_reader import ByteReader
 from shardstream.resume_token.keystring.codec import generic_ctype
-from shardstream.resume_token.keystring.decimal128 import (
+from shardstream.resume_token.keystring.decimal128_decoder import (
     decode_decimal128,
     decode_decimal128_zero,
 )
