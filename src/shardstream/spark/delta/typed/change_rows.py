@@ -98,7 +98,7 @@ def _final_rows(source: pa.Table) -> pa.Table:
     columns = [
         pc.binary_join_element_wise(source["db"], source["coll"], "\0"),
         pc.fill_null(source["_id"], ""),  # a deletion's row carries no token
-        pa.nulls(count, pa.int8()).fill_null(FINAL),
+        pa.repeat(pa.scalar(FINAL, pa.int8()), count),
         pa.nulls(count, pa.string()),
         source["_documentId"],
         pc.if_else(gone, pa.scalar(None, pa.string()), source["fullDocument"]),
