@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-# The deepest nesting the codec writes or reads: deeper than BSON's own limit (100); it
-# stops runaway recursion on garbage.
+# The deepest nesting the codecs write or read (codec, value_decoder, raw_bson): deeper than
+# BSON's own limit (100); it stops runaway recursion on garbage.
 MAX_NESTING: Final = 200
 MIN_KEY: Final = 0x0A
 UNDEFINED: Final = 0x0F

@@ -36,7 +36,6 @@ _DOUBLE = struct.Struct("<d")
 _INT32 = struct.Struct("<i")
 _INT64 = struct.Struct("<q")
 _UINT32 = struct.Struct("<I")
-_MAX_NESTING: Final = 200
 
 # The CType written before a field, by BSON element type (numbers share one, as do bools).
 _GENERIC: Final = {
@@ -108,8 +107,8 @@ def _append_element(
     depth: int,
 ) -> int:
     """Append one element's value starting at ``pos``; return where the next begins."""
-    if depth > _MAX_NESTING:
-        raise ResumeTokenError(f"BSON nested deeper than {_MAX_NESTING} levels")
+    if depth > ctype.MAX_NESTING:
+        raise ResumeTokenError(f"BSON nested deeper than {ctype.MAX_NESTING} levels")
     if kind == 0x07:
         out.append(ctype.OID)
         out += view[pos : pos + 12]
