@@ -50,7 +50,7 @@ from shardstream.spark.ingest.task_writes import LOGGED, WriterOptions, write_ev
 from shardstream.transform.raw.encoded_stream import quiet_collector
 
 
-def by_bucket(events: pa.Table, buckets: int) -> pa.Table:
+def shuffled_by_bucket(events: pa.Table, buckets: int) -> pa.Table:
     """``events`` as the state round gets them: each in its document's bucket (an event
     naming no document in every bucket, logged from bucket 0), sorted by bucket and token."""
     rows: list[int] = []
@@ -125,7 +125,7 @@ def main(argv: list[str]) -> None:
     repeat = int(argv[2]) if len(argv) > 2 else 3
     work = Path(tempfile.mkdtemp(prefix="shardstream-rounds-"))
     merged = merged_tables(corpus_files(work / "oplogs", per_shard), batch)
-    batches = [by_bucket(events, DEFAULT_BUCKETS) for events in merged]
+    batches = [shuffled_by_bucket(events, DEFAULT_BUCKETS) for events in merged]
     events = sum(table.num_rows for table in merged)
     shape = f"{events:,} events in {len(batches)} batches of up to {batch:,}"
     if not repeat:
