@@ -12,6 +12,7 @@ import dataclasses
 import enum
 from typing import Final
 
+from bson.timestamp import Timestamp
 from pymongo.errors import (
     ConnectionFailure,
     OperationFailure,
@@ -19,7 +20,7 @@ from pymongo.errors import (
     ServerSelectionTimeoutError,
 )
 
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
 
 # Codes after which reopening the cursor can succeed: network and host errors (6, 7, 89,
 # 9001), elections and shutdown (91, 189, 10107, 11600, 11602, 13435, 13436), a cursor the
@@ -68,6 +69,27 @@ def classify(exc: BaseException) -> Verdict:
     if isinstance(exc, PyMongoError) and exc.has_error_label("ResumableChangeStreamError"):
         return Verdict.RETRY
     return Verdict.FATAL
+
+
+def retry_cause(
+    exc: PyMongoError, where: str, last_ts: Timestamp | None, start: Timestamp, redacted: str
+) -> str:
+    """The cause a tailer logs as it reopens its cursor after ``exc`` (``redacted``: its
+    text without credentials; ``where``: the shard; ``last_ts``: the last entry delivered).
+
+    Raises:
+        ChangeStreamHistoryLost: the oplog rolled over past the tailer's position.
+        OplogError: a failure no reopening heals.
+    """
+    verdict = classify(exc)
+    if verdict is Verdict.HISTORY_LOST:
+        raise ChangeStreamHistoryLost(
+            f"{where}: the oplog rolled over past the tailer's position "
+            f"(last ts {last_ts!r}, start {start!r}): {redacted}"
+        ) from exc
+    if verdict is Verdict.FATAL:
+        raise OplogError(f"{where}: {redacted}") from exc
+    return f"{type(exc).__name__}: {redacted}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

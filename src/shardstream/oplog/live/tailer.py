@@ -19,18 +19,17 @@ from bson.codec_options import CodecOptions
 from bson.errors import BSONError
 from bson.raw_bson import RawBSONDocument
 from bson.timestamp import Timestamp
-from pymongo import CursorType, MongoClient
+from pymongo import CursorType
 from pymongo.collection import Collection
 from pymongo.cursor import Cursor
 from pymongo.errors import PyMongoError
 from pymongo.read_concern import ReadConcern
-from pymongo.uri_parser import parse_uri
 
-from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
+from shardstream.errors import ConfigurationError, OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
-from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify
+from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify, retry_cause
 from shardstream.oplog.live.majority import Majority, check_history, idle_promise, read_majority
-from shardstream.oplog.read_preference import check_read_preference
+from shardstream.oplog.live.tail_client import tailing_client
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import Handout, OplogBatch
 
@@ -82,9 +81,8 @@ class LiveOplogSource:
             retry: The reopen budget for failing cursors.
             codec_options: How entries are decoded (e.g. ``RAW_OPLOG_CODEC_OPTIONS`` to pass
                 the server's bytes on untouched: :attr:`raw_entries`).
-            client_options: Extra ``MongoClient`` keyword arguments. ``socketTimeoutMS``
-                defaults to ``await_ms + 5000`` and must exceed ``await_ms``: without it a
-                stalled shard would block a getMore forever (testing.md §5).
+            client_options: Extra ``MongoClient`` keyword arguments (``socketTimeoutMS``:
+                :func:`~shardstream.oplog.live.tail_client.tailing_client`).
 
         Raises:
             ConfigurationError: a bad argument (read preference included) or URI.
@@ -100,20 +98,13 @@ class LiveOplogSource:
         self._where = f"shard {name!r} ({redact_uri(shard_uri)})"
         # Whether entries are RawBSONDocuments, which the merge reads through the fast path.
         self.raw_entries = codec_options.document_class is RawBSONDocument
-        options: dict[str, Any] = {"socketTimeoutMS": await_ms + 5000}
-        options.update(client_options or {})
-        options["readPreference"] = check_read_preference(read_preference)
-        timeout = options["socketTimeoutMS"]
-        if timeout is not None and not (isinstance(timeout, int | float) and timeout > await_ms):
-            raise ConfigurationError(
-                f"{self._where}: socketTimeoutMS must exceed await_ms={await_ms}, got {timeout!r}"
-            )
-        self._secret = ""  # the password, hidden even where a message quotes it bare
-        try:
-            self._secret = parse_uri(shard_uri).get("password") or ""
-            self._client: MongoClient[Any] = MongoClient(shard_uri, **options)
-        except (PyMongoError, ValueError, TypeError) as exc:
-            raise ConfigurationError(f"{self._where}: {self._redact(exc)}") from None
+        self._client, self._secret = tailing_client(
+            shard_uri,
+            self._where,
+            await_ms=await_ms,
+            read_preference=read_preference,
+            client_options=client_options,
+        )
         local = self._client.get_database("local", codec_options=codec_options)
         self._oplog: Collection[Any] = local.get_collection(
             "oplog.rs", read_concern=ReadConcern("majority")
@@ -228,16 +219,7 @@ class LiveOplogSource:
             except PyMongoError as exc:
                 if self._stop.is_set():
                     return
-                verdict = classify(exc)
-                if verdict is Verdict.HISTORY_LOST:
-                    raise ChangeStreamHistoryLost(
-                        f"{self._where}: the oplog rolled over past the tailer's position "
-                        f"(last ts {self._last_ts!r}, start {self._start!r}): "
-                        f"{self._redact(exc)}"
-                    ) from exc
-                if verdict is Verdict.FATAL:
-                    raise OplogError(f"{self._where}: {self._redact(exc)}") from exc
-                cause = f"{type(exc).__name__}: {self._redact(exc)}"
+                cause = retry_cause(exc, self._where, self._last_ts, self._start, self._redact(exc))
             if self._stop.is_set():
                 return
             self._failures += 1
