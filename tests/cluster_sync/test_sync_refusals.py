@@ -14,12 +14,9 @@ import pytest
 from pymongo import MongoClient
 
 import shardstream
+from shardstream.cli.cluster_scope import DEFAULT_CONNECT_TIMEOUT_S
 from shardstream.cli.main import main
-from shardstream.cli.sync import (
-    DEFAULT_BATCH,
-    DEFAULT_CONNECT_TIMEOUT_S,
-    DEFAULT_IDLE_EXIT_WAIT_S,
-)
+from shardstream.cli.sync import DEFAULT_BATCH, DEFAULT_IDLE_EXIT_WAIT_S
 from shardstream.cli.sync_api import DEFAULT_COMMIT_TIMEOUT_S
 from shardstream.cluster_sync import ClusterUnreachable, SyncOptions, SyncRefused
 from shardstream.cluster_sync import sync_options as sync_defaults

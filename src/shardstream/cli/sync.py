@@ -1,4 +1,5 @@
-"""``shardstream sync`` and ``shardstream verify``: cluster-to-cluster replication, checked.
+"""``shardstream sync``: cluster-to-cluster replication (``verify``: its check, in
+:mod:`shardstream.cli.verify`).
 
 Argument parsing and output only; the work is :mod:`shardstream.cluster_sync`.  Ctrl-C
 stops a sync after the batch in flight is acknowledged and checkpointed; running the same
@@ -14,49 +15,22 @@ import threading
 from types import FrameType
 from typing import Final
 
-from shardstream.cli.options import add_namespace_filter_options, parse_timestamp
+from shardstream.cli.cluster_scope import add_scope, error_line
+from shardstream.cli.options import parse_timestamp
 from shardstream.cli.sync_api import add_api_arguments, run_action, serve_until_interrupted
 from shardstream.cli.uri_sources import (
     SOURCE,
     TARGET,
-    add_uri_file_argument,
-    require_uris,
     resolve_uri,
 )
+from shardstream.cli.verify import add_verify_parser, compare
 from shardstream.errors import ShardstreamError
-from shardstream.oplog.redaction import redact_text
 
 # SyncOptions' defaults, repeated for the help text: importing them would load pymongo
-# for every command (tests/cluster_sync/test_sync_refusals.py checks they agree).
-DEFAULT_CONNECT_TIMEOUT_S: Final = 10.0
+# for every command (tests/cluster_sync/test_sync_refusals.py checks they agree; the
+# connect timeout's is cluster_scope's).
 DEFAULT_IDLE_EXIT_WAIT_S: Final = 30.0
 DEFAULT_BATCH: Final = 5000
-
-
-def _add_scope(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("--source", required=required, metavar="URI", help="the source mongos URI")
-    parser.add_argument("--target", required=required, metavar="URI", help="the target URI")
-    add_uri_file_argument(parser, SOURCE)  # --source-file, else $SHARDSTREAM_SOURCE_URI
-    add_uri_file_argument(parser, TARGET)  # --target-file, else $SHARDSTREAM_TARGET_URI
-    parser.add_argument("--db", help="sync only this database")
-    parser.add_argument("--coll", help="sync only this collection of --db")
-    add_namespace_filter_options(parser)  # --include / --exclude DB.COLL
-    parser.add_argument(
-        "--map",
-        action="append",
-        default=[],
-        metavar="SRC=DST",
-        help="rename on the target: a database (shop=shop2) or a collection "
-        "(shop.orders=archive.orders); repeatable",
-    )
-    parser.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=DEFAULT_CONNECT_TIMEOUT_S,
-        metavar="S",
-        help="how long the first contact with each cluster may take "
-        f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})",
-    )
 
 
 def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,7 +44,7 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "batch. Run again to resume. With --api-port, a progress and control API (commit, "
         "pause, resume); `shardstream sync status|commit|pause|resume` talk to it.",
     )
-    _add_scope(sync, required=False)  # the wrappers need neither
+    add_scope(sync, required=False)  # the wrappers need neither
     sync.add_argument("--sync-id", default="default", help="the checkpoint's key")
     sync.add_argument(
         "--writers", type=int, help="parallel writers (default: the number of source shards)"
@@ -163,15 +137,7 @@ def add_sync_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )
     add_api_arguments(sync)
     sync.set_defaults(handler=_run_sync)
-    verify = commands.add_parser(
-        "verify",
-        help="compare source and target collections (count and order-independent hash)",
-        description="Per namespace: document count and a hash of the documents' BSON that "
-        "does not depend on their order, on both sides, with sample _ids of differences. "
-        "Exit code 0 only when everything is equal.",
-    )
-    _add_scope(verify, required=False)  # a URI may come from a file or the environment
-    verify.set_defaults(handler=_run_verify)
+    add_verify_parser(commands)
 
 
 def _run_sync(args: argparse.Namespace) -> int:
@@ -257,51 +223,10 @@ def _run_sync(args: argparse.Namespace) -> int:
         )
         # A sync that stops behind the source fails: a script must not take it for done.
         code = 0 if result.caught_up else 1
-        return max(code, _verify(args)) if args.verify else code
+        return max(code, compare(args)) if args.verify else code
     except Exception as exc:  # any failure: one line, without credentials
-        print(f"shardstream sync: error: {_error_line(exc, args)}", file=sys.stderr)
+        print(f"shardstream sync: error: {error_line(exc, args)}", file=sys.stderr)
         return 1
     finally:
         if api is not None:
             api.stop()
-
-
-def _run_verify(args: argparse.Namespace) -> int:
-    try:
-        args.source, args.target = require_uris(args, SOURCE, TARGET)
-    except ShardstreamError as exc:  # our messages hold neither a file's content nor a password
-        print(f"shardstream verify: error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        return _verify(args)
-    except Exception as exc:  # any failure: one line, without credentials
-        print(f"shardstream verify: error: {_error_line(exc, args)}", file=sys.stderr)
-        return 1
-
-
-def _verify(args: argparse.Namespace) -> int:
-    from shardstream.cluster_sync import verify
-
-    report = verify(
-        args.source,
-        args.target,
-        db=args.db,
-        coll=args.coll,
-        maps=args.map,
-        include=args.include,
-        exclude=args.exclude,
-        connect_timeout_s=args.connect_timeout,
-    )
-    for line in report.lines():
-        print(line)
-    return 0 if report.equal else 1
-
-
-def _error_line(exc: BaseException, args: argparse.Namespace) -> str:
-    # Imported here: bench.common needs pymongo, which the offline commands never load.
-    from shardstream.bench.common import error_text
-    from shardstream.oplog.redaction import password_of
-
-    # Our errors say what was expected; a driver error is shown by its code and errmsg.
-    text = str(exc) if isinstance(exc, ShardstreamError) else error_text(exc, args.source)
-    return redact_text(text, password_of(args.source), password_of(args.target))
