@@ -14,24 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import bson
 
 from shardstream.bench.corpus import oplog_bytes
-from shardstream.bench.offline import Measured, Rate, Shards, count_entries, format_table
-from shardstream.bench.offline import replay_in_process as replay
+from shardstream.bench.offline import Rate, Shards, format_table
+from shardstream.bench.replay_measure import measure
 from shardstream.cli.bench_output import write_report
 from shardstream.cli.options import parse_timestamp
 from shardstream.cli.uri_sources import URI, add_uri_file_argument, resolve_uri
 from shardstream.errors import ConfigurationError, ShardstreamError
 from shardstream.oplog.redaction import redact_text
-from shardstream.replay.engine import reference_batches
-from shardstream.transform import ChangeStreamOptions
 
 
 def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -256,56 +250,3 @@ def _shards(args: argparse.Namespace, directory: Path) -> Shards:
         path.write_bytes(oplog_bytes(args.entries, seed=seed))
         generated.append((f"shard{seed}", str(path)))
     return generated
-
-
-def measure(
-    shards: Shards, repeats: int, *, workers: int = 0, reference: bool = True
-) -> dict[str, Any]:
-    """Measure the decode rate, the fast replay and (optionally) the reference replay."""
-    options = ChangeStreamOptions()
-    entries = count_entries(shards)
-    if not entries:  # rates of nothing: a division by zero, and no measurement
-        raise ConfigurationError(
-            f"expected oplog entries to measure, got none in {[path for _, path in shards]}"
-        )
-    measured = Measured()
-    measured.add("decode_file_iter to dicts (baseline)", "entries", lambda: count_entries(shards))
-    measured.add("replay bson, fast path, 1 process", "entries", _entries(shards, options, 0))
-    if workers:
-        measured.add(
-            f"replay bson, fast path, --workers {workers}",
-            "entries",
-            _entries(shards, options, workers),
-        )
-    if reference:
-        measured.add(
-            "replay bson, reference path",
-            "entries",
-            lambda: _reference(shards, options, entries),
-        )
-    rates = measured.run(repeats)
-    import pymongo  # for its version only; the offline mode needs no client
-
-    size = sum(Path(path).stat().st_size for _, path in shards)
-    header = (
-        f"python {platform.python_version()}, pymongo {pymongo.version} (C extension: "
-        f"{bson.has_c()}), {platform.machine()}; {len(shards)} shards, {entries:,} entries, "
-        f"{size / max(entries, 1):.0f} bytes/entry; median of {repeats}, round robin"
-    )
-    return {"header": header, "rates": [rate.to_json() for rate in rates]}
-
-
-def _entries(shards: Shards, options: ChangeStreamOptions, workers: int) -> Any:
-    entries = count_entries(shards)
-
-    def run() -> int:
-        replay(shards, options, workers=workers)
-        return entries
-
-    return run
-
-
-def _reference(shards: Shards, options: ChangeStreamOptions, entries: int) -> int:
-    for _ in reference_batches(shards, None, options):
-        pass
-    return entries
