@@ -36,16 +36,21 @@ static void skip_space(Reader *r) {
         r->p++;
 }
 
+/* A hex digit's value; -1: not a hex digit. */
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 static int hex4(const char *p, const char *end, unsigned *out) {
     if (end - p < 4) return -1;
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
+        int digit = hex_digit(p[i]);
+        if (digit < 0) return -1;
+        v = (v << 4) | (unsigned)digit;
     }
     *out = v;
     return 0;
@@ -172,10 +177,9 @@ static PyObject *object_id_of_hex(Reader *r, PyObject *hex) {
     }
     char raw[12];
     for (int i = 0; i < 12; i++) {
-        unsigned pair;
-        char four[4] = {'0', '0', digits[2 * i], digits[2 * i + 1]};
-        if (hex4(four, four + 4, &pair) < 0) return NULL;
-        raw[i] = (char)pair;
+        int high = hex_digit(digits[2 * i]), low = hex_digit(digits[2 * i + 1]);
+        if (high < 0 || low < 0) return NULL;
+        raw[i] = (char)(high << 4 | low);
     }
     PyObject *bytes = PyBytes_FromStringAndSize(raw, 12);
     if (bytes == NULL) return NULL;

@@ -31,6 +31,7 @@ from shardstream.spark.delta.typed.mirror import FinalRow
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
 ROUTE: Final = "_route"
+_SEPARATOR: Final = "\0"  # between a route's db and coll: no name holds a NUL
 # A row's kind, in the order a collection's rows of one token are taken: a collection's end
 # before the documents a rename moved into it.
 END, CHANGE, FINAL, MESSAGE = 0, 1, 2, 3
@@ -50,7 +51,7 @@ CHANGE_ROWS_SCHEMA: Final = pa.schema(
 
 def route(namespace: Namespace) -> str:
     """The route of a collection's rows."""
-    return f"{namespace[0]}\0{namespace[1]}"
+    return f"{namespace[0]}{_SEPARATOR}{namespace[1]}"
 
 
 def bucket_rows(root: Path, applied: Iterable[AppliedBucket]) -> pa.Table:
@@ -96,7 +97,7 @@ def _final_rows(source: pa.Table) -> pa.Table:
     count = source.num_rows
     gone = pc.fill_null(source[DELETE], False)
     columns = [
-        pc.binary_join_element_wise(source["db"], source["coll"], "\0"),
+        pc.binary_join_element_wise(source["db"], source["coll"], _SEPARATOR),
         pc.fill_null(source["_id"], ""),  # a deletion's row carries no token
         pa.repeat(pa.scalar(FINAL, pa.int8()), count),
         pa.nulls(count, pa.string()),
@@ -132,7 +133,7 @@ def namespace_rows(
         if kind == MESSAGE:
             messages.append(message)
             continue
-        db, _, coll = path.partition("\0")
+        db, _, coll = path.partition(_SEPARATOR)
         entry = found.setdefault((db, coll), CollectionShare([], None))
         if kind == FINAL:
             final = FinalRow(key, documents(text) if text is not None else None, token, time)
