@@ -3,11 +3,13 @@ writer's C half, the reader of a change event's row fields that uses it, the cut
 fields out of an event's bytes (``event_split``), and the fast path's check of an entry's
 bytes; ``_json_read``, the canonical Extended JSON reader's C half
 (``token_json.loads``); ``_framing``, the loop that frames an oplog file's documents for
-its ``ts`` index (``oplog/ts_index.py``).
+its ``ts`` index (``oplog/ts_index.py``); ``_write_statements``, the sync's target write of
+a change event built from its bytes (``cluster_sync/write_statements.py``; it shares the
+event walk and the bytes check with ``_ejson``).
 
 ``optional=True``: where no C compiler is found the install still succeeds and
 ``shardstream.transform.raw.extended_json`` writes everything with its Python walker (same
-text, slower), ``token_json.loads`` reads with its Python hook, ``ts_index`` frames in Python;
+text, slower), ``token_json.loads`` reads with its Python hook, ``ts_index`` frames in Python, the sync plans every event in Python;
 ``tests/transform/test_raw_extended_json.py`` and ``tests/resume_token/test_json_read.py``
 fail if a module is missing.
 """
@@ -29,6 +31,22 @@ setup(
                 "src/shardstream/transform/raw/_bson_check.c",
             ],
             depends=[
+                "src/shardstream/transform/raw/_ejson.h",
+                "src/shardstream/transform/raw/_event_walk.h",
+            ],
+            optional=True,
+        ),
+        Extension(
+            "shardstream.cluster_sync._write_statements",
+            [
+                "src/shardstream/cluster_sync/_write_statements.c",
+                "src/shardstream/cluster_sync/_update_pipeline.c",
+                "src/shardstream/transform/raw/_event_walk.c",
+                "src/shardstream/transform/raw/_bson_check.c",
+            ],
+            include_dirs=["src/shardstream/transform/raw"],
+            depends=[
+                "src/shardstream/cluster_sync/_bson_out.h",
                 "src/shardstream/transform/raw/_ejson.h",
                 "src/shardstream/transform/raw/_event_walk.h",
             ],

@@ -3,16 +3,18 @@
 Run: ``.venv/bin/python -m benchmarks.sync_cpu_stages [ENTRIES_PER_SHARD] [ROUNDS]
 [--only=CHANGE ...]`` (defaults 5000 and 2: 20,883 events of the seeded 4-shard corpus,
 served by an emulated source in its own process; ``--only`` switches off just the changes
-named, of ``fast_path``, ``by_command``, ``joined_transactions``, ``raw_documents`` and
-``fast_resume``).
+named, of ``fast_path``, ``by_command``, ``joined_transactions``, ``raw_documents``,
+``write_statements`` and ``fast_resume``).
 
 Each round measures, in this process (CPU seconds / events, every thread):
 
 * ``read``: ``watch()`` with the sync's options, each event taken as the bytes the merge
   wrote (``try_next_raw``): tailers, merge, transform;
-* ``+ decode``: the same, each event decoded to the dict the sync plans from
-  (``take_decoded(sync_event, ...)``, as the sync's reader takes them);
-* ``+ plan``: and each event planned as its target write (``apply_rules.plan_event``);
+* ``+ decode``: the same, each event decoded to the dict the Python planner reads
+  (``take_decoded(sync_event, ...)``);
+* ``+ plan``: each event planned as its target write as the sync's reader plans it
+  (``event_planner.EventPlanner``: from its bytes in C where it can, else decoded and
+  planned by ``apply_rules.plan_event``);
 * ``read, resumed mid-corpus``: ``read`` of the corpus's second half, resumed after the
   token halfway as a sync resumes after its checkpoint (``fast_resume``);
 * ``sync``: a whole ``SyncJob`` (phase 2 from the corpus's start) into a target whose mongos
@@ -27,13 +29,16 @@ off, so the start, the connections and the idle exit's second do not count) of t
 process's CPU), and gives the sync's as a multiple of replay's, measured in the same run: the
 machine is shared, and its speed varies by 2-3x from day to day.
 
-Each stage runs twice per round, interleaved: ``before``, the five changes of issue 28 item
+Each stage runs twice per round, interleaved: ``before``, the six changes of issue 28 item
 5 switched off as they were at aa349c2 (expanded events and raw update descriptions on
 the reference path; one ordered bulk write per namespace run, cut by the driver at every
 switch between updates and deletes; one target transaction per source transaction; each
-event decoded whole, an insert's document then encoded again by pymongo; a resumed stream
-on the reference path), and ``after``, this tree.  Interleaving keeps a noisy machine's
-drift out of the comparison.
+event decoded whole; every event planned in Python; a resumed stream on the reference
+path), and ``after``, this tree.  Interleaving keeps a noisy machine's drift out of the
+comparison.  Since the writes go out as their statements' bytes
+(``cluster_sync/statement_commands.py``) the bulk API is no longer on the sync's path, so
+``before`` sends statements too: it is slower than aa349c2 was by the planning in Python
+alone, not by pymongo's per-write cost, which it no longer pays.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from pymongo.write_concern import WriteConcern
 import shardstream
 import shardstream.cluster_sync.batch_applier as applier
 import shardstream.cluster_sync.batch_reader as reader
+import shardstream.cluster_sync.event_planner as planning
 import shardstream.cluster_sync.writer_lanes as lanes
 import shardstream.stream as stream_module
 from benchmarks.cluster_process import ClusterProcess
@@ -62,7 +68,6 @@ from benchmarks.sync_throughput import replay_bson
 from benchmarks.timing import machine_line
 from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
-from shardstream.cluster_sync.apply_rules import plan_event
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.merger.raw.encoded_event import decode_event
 from shardstream.transform import ChangeStreamOptions
@@ -75,7 +80,8 @@ _SWITCHED = (
     (stream_module, "fast_path_applies"),
     (applier, "by_command"),
     (lanes, "_joinable"),
-    (reader, "sync_event"),
+    (planning, "sync_event"),
+    (planning, "compiled_statement"),
     (stream_module, "resumed_on_fast_path"),
 )
 _AFTER = tuple(getattr(module, name) for module, name in _SWITCHED)
@@ -90,6 +96,10 @@ def _as_before(options: ChangeStreamOptions) -> bool:
     )
 
 
+def _as_is(document: dict[str, Any]) -> dict[str, Any]:
+    return document
+
+
 def _one_run(group: list[Any]) -> list[list[Any]]:
     return [group]
 
@@ -99,13 +109,20 @@ def _never(*_args: Any) -> None:
 
 
 # As _SWITCHED, in order.
-CHANGES = ("fast_path", "by_command", "joined_transactions", "raw_documents", "fast_resume")
+CHANGES = (
+    "fast_path",
+    "by_command",
+    "joined_transactions",
+    "raw_documents",
+    "write_statements",
+    "fast_resume",
+)
 _switched_off = set(CHANGES)
 
 
 def switch(after: bool) -> None:
     """Issue 28 item 5's changes on (``after``), or those chosen off (``--only``)."""
-    before = (_as_before, _one_run, _never, decode_event, _never)
+    before = (_as_before, _one_run, _never, decode_event, None, _never)
     for change, (module, name), on, off in zip(CHANGES, _SWITCHED, _AFTER, before, strict=True):
         setattr(module, name, off if not after and change in _switched_off else on)
 
@@ -125,13 +142,13 @@ def read(uri: str, events: int, step: str, **start: Any) -> float:
             if step == "read":
                 count += stream.try_next_raw() is not None
                 continue
-            # As the sync's reader takes and decodes them (reader.sync_event, switched).
-            taken = stream.take_decoded(vars(reader)["sync_event"], 1000)
+            if step == "+ decode":  # as the Python planner decodes them (switched)
+                taken: list[Any] = stream.take_decoded(vars(planning)["sync_event"], 1000, _as_is)
+            else:  # and planned as the sync's reader plans them (in C where it can)
+                planner = planning.EventPlanner(namespaces)
+                taken = stream.take_decoded(planner.raw, 1000, planner.document)
             if not taken:
                 time.sleep(reader.STEP_S)
-            if step == "+ plan":
-                for event in taken:
-                    plan_event(event, namespaces)
             count += len(taken)
     return (time.process_time() - cpu) / events
 

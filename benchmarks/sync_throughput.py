@@ -59,7 +59,8 @@ from benchmarks.timing import machine_line
 from shardstream.bench.emulated import CORPUS_START
 from shardstream.cluster_sync import SyncJob, SyncOptions
 from shardstream.cluster_sync.batch_reader import STEP_S
-from shardstream.cluster_sync.sync_event import sync_event
+from shardstream.cluster_sync.event_planner import EventPlanner
+from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.sim.apply_events import apply_events, encoded_state
 from shardstream.sim.emulated_source import cluster_state
@@ -106,7 +107,9 @@ def target_contents(uri: str) -> dict[Any, dict[bytes, bytes]]:
 
 def read_only(uri: str, events: int) -> dict[str, float]:
     """``watch(URI)`` with the sync's options, read to the ``events``-th event and each
-    event taken and decoded as the sync's reader does (``take_decoded(sync_event, ...)``)."""
+    event taken and planned as the sync's reader does (``take_decoded`` with an
+    ``EventPlanner``'s two halves)."""
+    planner = EventPlanner(NamespaceMap())
     cpu, began, count = time.process_time(), time.perf_counter(), 0
     with shardstream.watch(
         uri,
@@ -115,7 +118,7 @@ def read_only(uri: str, events: int) -> dict[str, float]:
         show_raw_update_description=True,
     ) as stream:
         while count < events:  # bounded: the source holds ``events`` events
-            taken = len(stream.take_decoded(sync_event, 1000))
+            taken = len(stream.take_decoded(planner.raw, 1000, planner.document))
             if not taken:
                 time.sleep(STEP_S)  # as the reader looks again
             count += taken

@@ -6,8 +6,9 @@ on the fast path (shards delivering raw entries) the callable gets each event's 
 result is what comes back, with ``resume_token`` following that result's ``_id``; on the
 reference path (shards delivering dicts, or options that keep the reference path, such as a
 resume token) the event's dict comes back and the callable is never called; a callable
-that raises closes the stream, and its error propagates. ``take_decoded`` gives what that
-many calls of ``try_next_decoded`` give, and leaves ``resume_token`` where they leave it.
+that raises closes the stream, and its error propagates. ``take_decoded`` (its reference-path
+converter the identity) gives what that many calls of ``try_next_decoded`` give, and leaves
+``resume_token`` where they leave it.
 """
 
 from __future__ import annotations
@@ -175,6 +176,12 @@ def test_a_decode_that_raises_closes_the_stream(tmp_path: Path) -> None:
     stream.close()  # closing again is harmless
 
 
+def _as_is(document: dict[str, Any]) -> dict[str, Any]:
+    """take_decoded's converter of a reference-path event: the dict itself, as
+    try_next_decoded gives it."""
+    return document
+
+
 @pytest.mark.parametrize("raw", [True, False], ids=["fast-path", "reference-path"])
 @pytest.mark.parametrize("size", [1, 2, 3, 7])
 def test_take_decoded_is_that_many_calls_of_try_next_decoded(
@@ -185,10 +192,10 @@ def test_take_decoded_is_that_many_calls_of_try_next_decoded(
         expected = _steps(lambda: twin.try_next_decoded(decode_event, wait=False), twin)
     taken: list[tuple[list[dict[str, Any]], Any]] = []
     with _watch(tmp_path, raw=raw) as stream:
-        while events := stream.take_decoded(decode_event, size):
+        while events := stream.take_decoded(decode_event, size, _as_is):
             assert len(events) <= size
             taken.append((events, stream.resume_token))
-        assert stream.take_decoded(decode_event, size) == []
+        assert stream.take_decoded(decode_event, size, _as_is) == []
     assert [event for events, _ in taken for event in events] == [e for e, _ in expected]
     ends = [sum(len(events) for events, _ in taken[: n + 1]) for n in range(len(taken))]
     assert strict([token for _, token in taken]) == strict([expected[e - 1][1] for e in ends])
@@ -206,6 +213,6 @@ def test_a_take_whose_decode_raises_closes_the_stream(tmp_path: Path) -> None:
 
     stream = _watch(tmp_path, raw=True)
     with pytest.raises(ValueError, match="corrupt"):
-        stream.take_decoded(fail_second, 3)
+        stream.take_decoded(fail_second, 3, _as_is)
     assert not stream.alive
-    assert stream.take_decoded(decode_event, 3) == []
+    assert stream.take_decoded(decode_event, 3, _as_is) == []

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from bson.timestamp import Timestamp
 from pymongo import MongoClient
@@ -35,6 +35,7 @@ from shardstream.transform.raw.pipeline import fast_path_applies
 
 DEFAULT_BATCH_SIZE: Final = 1000
 _POLL_INTERVAL_S: Final = 0.01
+_T = TypeVar("_T")
 
 
 class ChangeStream:
@@ -111,31 +112,46 @@ class ChangeStream:
         return document
 
     def take_decoded(
-        self, decode: Callable[[bytes], dict[str, Any]], max_events: int
-    ) -> list[dict[str, Any]]:
-        """Up to ``max_events`` events ready now (never waiting), each as
-        :meth:`try_next_decoded` gives it, and ``resume_token`` where that many calls of it
-        would leave it: for a reader that takes what is ready in one call instead of one
-        call per event.
+        self,
+        decode: Callable[[bytes], _T],
+        max_events: int,
+        document: Callable[[dict[str, Any]], _T],
+    ) -> list[_T]:
+        """Up to ``max_events`` events ready now (never waiting), a fast-path event as
+        ``decode`` makes it from its bytes, a reference-path event as ``document`` makes it
+        from its dict, and ``resume_token`` where that many :meth:`try_next` calls would
+        leave it: for a reader that takes what is ready in one call instead of one call per
+        event (the sync turns each event into its target write here).
 
-        A ``decode`` that raises closes the stream and its error propagates (the events
-        decoded before it are not returned).
+        What ``decode`` or ``document`` raises closes the stream and propagates (the events
+        taken before it are not returned).
         """
-        taken: list[dict[str, Any]] = []
+        taken: list[_T] = []
         ready = self._batch
+        last: ChangeEvent | None = None
         while len(taken) < max_events:
             if ready:
                 event = ready.popleft()
             else:
-                if taken:  # the token after the held batch's last event, before a fetch
-                    self._advance(taken[-1]["_id"])
+                if last is not None:  # the token after the held batch's last event
+                    self._advance(_token_of(last))
                 fetched = self._pop_event(wait=False)
                 if fetched is None:
                     return taken
                 event = fetched
-            taken.append(self._decoded(event, decode))
-        if taken:
-            self._advance(taken[-1]["_id"])
+            try:
+                converted = (
+                    decode(event.raw)
+                    if isinstance(event, EncodedEvent)
+                    else document(event.document)
+                )
+            except BaseException:
+                self.close()
+                raise
+            taken.append(converted)
+            last = event
+        if last is not None:
+            self._advance(_token_of(last))
         return taken
 
     def _decoded(
@@ -157,11 +173,9 @@ class ChangeStream:
         event = self._pop_event()
         if event is None:
             return None
+        self._advance(_token_of(event))
         if isinstance(event, EncodedEvent):
-            raw = event.raw
-            self._advance(leading_id(raw) or event.document["_id"])
-            return raw
-        self._advance(event.document["_id"])
+            return event.raw
         return encode_event_document(event.document)
 
     def _pop_event(self, wait: bool = True) -> ChangeEvent | None:
@@ -384,3 +398,11 @@ def watch(
 
 def _token(document: Mapping[str, Any] | None) -> ResumeTokenData | None:
     return None if document is None else decode_token_document(document)
+
+
+def _token_of(event: ChangeEvent) -> Mapping[str, Any]:
+    """An event's resume token, read from its bytes where the fast path wrote it first."""
+    token: Mapping[str, Any] | None = None
+    if isinstance(event, EncodedEvent):
+        token = leading_id(event.raw)
+    return token or event.document["_id"]

@@ -53,17 +53,21 @@ class ScriptedStream:
         return self.events[self.read - 1]
 
     def take_decoded(
-        self, decode: Callable[[bytes], dict[str, Any]], max_events: int
-    ) -> list[dict[str, Any]]:
-        # What is ready: up to a gap (the next look finds it) or the end.
-        taken: list[dict[str, Any]] = []
+        self,
+        decode: Callable[[bytes], Any],
+        max_events: int,
+        document: Callable[[dict[str, Any]], Any],
+    ) -> list[Any]:
+        # What is ready: up to a gap (the next look finds it) or the end; every event here
+        # is a dict, as the reference path's are.
+        taken: list[Any] = []
         while len(taken) < max_events:
             if taken and (self.read in self.gaps or self.read == len(self.events)):
                 break
             event = self.try_next(wait=False)
             if event is None:
                 break
-            taken.append(event)
+            taken.append(document(event))
         return taken
 
     @property

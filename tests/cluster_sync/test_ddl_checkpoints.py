@@ -14,19 +14,19 @@ from typing import Any
 
 import bson
 from pymongo import MongoClient
-from pymongo.operations import ReplaceOne
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.write_statements import REPLACE, statement_of
 from shardstream.emulator import EmulatedCluster
 
 NS = ("shop", "orders")
 
 
 def _write(doc: int, token: str) -> CrudWrite:
-    model = ReplaceOne({"_id": doc}, {"_id": doc}, upsert=True)
-    return CrudWrite(NS, bson.encode({"_id": doc}), model, {"_data": token}, None)
+    statement = statement_of(REPLACE, {"_id": doc}, {"_id": doc})
+    return CrudWrite(NS, bson.encode({"_id": doc}), statement, REPLACE, {"_data": token}, None)
 
 
 def _create(coll: str, token: str) -> DdlChange:

@@ -7,12 +7,11 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
-from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.apply_rules import CrudWrite
+from shardstream.cluster_sync.write_statements import DELETE, REPLACE, UPDATE, statement_of
 from shardstream.cluster_sync.writer_lanes import (
     JOINED_WRITES_MAX,
     JointRole,
@@ -30,7 +29,8 @@ def _write(doc: int, seq: int, txn: int | None = None) -> CrudWrite:
     return CrudWrite(
         NS,
         doc.to_bytes(4, "big"),
-        ReplaceOne({"_id": doc}, {"_id": doc, "seq": seq}, upsert=True),
+        statement_of(REPLACE, {"_id": doc}, {"_id": doc, "seq": seq}),
+        REPLACE,
         {"seq": seq},
         None if txn is None else (b"session", txn),
     )
@@ -197,25 +197,19 @@ def test_a_namespace_s_writes_go_as_few_commands_each_document_in_order() -> Non
     writes = []
     for seq in range(300):
         doc = rng.randrange(40)
-        kind = rng.choice(["replace", "update", "delete"])
-        model: Any = {
-            "replace": ReplaceOne({"_id": doc}, {"_id": doc, "seq": seq}, upsert=True),
-            "update": UpdateOne({"_id": doc}, {"$set": {"seq": seq}}),
-            "delete": DeleteOne({"_id": doc}),
-        }[kind]
-        writes.append(CrudWrite(NS, doc.to_bytes(4, "big"), model, {"seq": seq}, None))
+        kind = rng.choice([REPLACE, UPDATE, DELETE])
+        body = {REPLACE: {"_id": doc, "seq": seq}, UPDATE: {"$set": {"seq": seq}}}.get(kind)
+        statement = statement_of(kind, {"_id": doc}, body)
+        writes.append(CrudWrite(NS, doc.to_bytes(4, "big"), statement, kind, {"seq": seq}, None))
     runs = by_command(writes)
     for run in runs:  # one write command each: deletes alone, or updates and replaces
-        assert len({isinstance(w.model, DeleteOne) for w in run}) == 1
+        assert len({w.deletes for w in run}) == 1
     applied = [w for run in runs for w in run]
     assert sorted(w.token["seq"] for w in applied) == list(range(300))  # each write once
     for doc in range(40):  # each document's writes in stream order
         mine = [w.token["seq"] for w in applied if w.route == doc.to_bytes(4, "big")]
         assert mine == sorted(mine)
     # 300 writes of kinds drawn at random make ~120 commands as an ordered bulk write
-    switches = sum(
-        isinstance(a.model, DeleteOne) != isinstance(b.model, DeleteOne)
-        for a, b in itertools.pairwise(writes)
-    )
+    switches = sum(a.deletes != b.deletes for a, b in itertools.pairwise(writes))
     assert switches > 100
     assert len(runs) < 30

@@ -29,6 +29,13 @@ from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
 from shardstream.cluster_sync.diff_to_pipeline import diff_to_pipeline
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.write_statements import (
+    DELETE,
+    REPLACE,
+    UPDATE,
+    statement_of,
+    statement_parts,
+)
 from shardstream.errors import ConfigurationError, OplogError
 
 CRUD_TYPES: Final = frozenset({"insert", "replace", "update", "delete"})
@@ -69,23 +76,52 @@ class CrudWrite:
         target: the target namespace.
         route: the document's key bytes; with ``target`` it picks the writer, so one
             document's writes stay in order.
-        model: the pymongo write.
+        statement: the write as its command's statement, in BSON (:mod:`.write_statements`).
+        kind: :data:`~.write_statements.REPLACE`, ``UPDATE`` or ``DELETE``.
         token: the event's resume token (named in conflict reports).
         transaction: ``(lsid bytes, txnNumber)`` of the event's transaction, or None.
-        key: the event's ``documentKey``; ``document`` (an insert's or replace's
-            ``fullDocument``) and ``update`` (an update's) are kept beside the model, all
-            three for addressing the write by the target's own shard key
-            (:mod:`.target_shard_key`).
+
+    The statement's parts (``key``, ``document``, ``update``) and the pymongo ``model`` are
+    decoded from it when asked: only a write addressed by the target's own shard key
+    (:mod:`.target_shard_key`) or met by a conflict needs them.
     """
 
     target: Namespace
     route: bytes
-    model: WriteModel
+    statement: bytes
+    kind: int
     token: Mapping[str, Any]
     transaction: tuple[bytes, int] | None
-    key: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    document: Mapping[str, Any] | None = None
-    update: Any = None
+
+    @property
+    def deletes(self) -> bool:
+        """Whether the write is a delete (sent in a ``delete`` command)."""
+        return self.kind == DELETE
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """The event's ``documentKey``."""
+        return statement_parts(self.statement)[0]
+
+    @property
+    def document(self) -> Mapping[str, Any] | None:
+        """An insert's or replace's ``fullDocument`` (as its bytes); else None."""
+        return statement_parts(self.statement)[1] if self.kind == REPLACE else None
+
+    @property
+    def update(self) -> Any:
+        """An update's pipeline or modifiers; else None."""
+        return statement_parts(self.statement)[1] if self.kind == UPDATE else None
+
+    @property
+    def model(self) -> WriteModel:
+        """The write as pymongo's model of it."""
+        key, body = statement_parts(self.statement)
+        if self.kind == REPLACE:
+            return ReplaceOne(key, body, upsert=True)
+        if self.kind == UPDATE:
+            return UpdateOne(key, body, upsert=False)
+        return DeleteOne(key)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,18 +159,15 @@ def plan_event(event: Mapping[str, Any], namespaces: NamespaceMap) -> CrudWrite 
             f"(token {event.get('_id')!r})"
         )
     key = _required(event, "documentKey")
-    model: WriteModel
-    document = update = None
     if kind in ("insert", "replace"):
-        document = _required(event, "fullDocument")
-        model = ReplaceOne(dict(key), document, upsert=True)
+        write_kind, body = REPLACE, _required(event, "fullDocument")
     elif kind == "update":
-        update = update_of(event)
-        model = UpdateOne(dict(key), update, upsert=False)
+        write_kind, body = UPDATE, update_of(event)
     else:
-        model = DeleteOne(dict(key))
+        write_kind, body = DELETE, None
+    statement = statement_of(write_kind, key, body)
     token, transaction = event["_id"], transaction_of(event)
-    return CrudWrite(target, route_of(key), model, token, transaction, key, document, update)
+    return CrudWrite(target, route_of(key), statement, write_kind, token, transaction)
 
 
 def route_of(key: Mapping[str, Any]) -> bytes:

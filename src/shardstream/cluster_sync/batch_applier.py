@@ -33,6 +33,7 @@ from shardstream.cluster_sync.batch_segments import Barrier, batch_steps
 from shardstream.cluster_sync.conflict_log import ConflictLog, write_description
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.statement_commands import send_statements
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.cluster_sync.target_shard_key import (
     KEY_UPDATE_WITHOUT_KEY,
@@ -43,6 +44,7 @@ from shardstream.cluster_sync.target_shard_key import (
     current_key_values,
     transaction_segments,
 )
+from shardstream.cluster_sync.write_statements import UPDATE
 from shardstream.cluster_sync.writer_lanes import (
     SegmentItem,
     by_command,
@@ -187,13 +189,19 @@ class BatchApplier:
         while start < len(writes):
             chunk = writes[start:]
             fields = self._shard_keys.fields(target)
-            models, owners = addressed_models(chunk, fields, self._shard_keys.pinned(target))
+            send: Callable[[], object]
+            owners: Sequence[int]
+            if fields:  # addressed by the target's own key: pymongo's models
+                models, owners = addressed_models(chunk, fields, self._shard_keys.pinned(target))
+                send = partial(collection.bulk_write, models)
+            else:  # as planned: the statements themselves
+                owners, send = range(len(chunk)), partial(send_statements, collection, chunk)
             try:
-                self._retrying(partial(collection.bulk_write, models))
+                self._retrying(send)
                 self._shard_keys.unpin(target, writes)
                 return
             except BulkWriteError as exc:
-                index = owners[int(exc.details["writeErrors"][0]["index"])]
+                index = owners[_refused(exc)]
                 if self._readdressed(target, fields, chunk[index], exc):
                     start += index  # everything before it was applied, in order
                     continue
@@ -225,7 +233,7 @@ class BatchApplier:
         now = self._shard_keys.fields(target)
         if code == SHARD_KEY_NOT_FOUND or now != fields or not pin:
             return now != fields
-        if write.update is None or not now:
+        if write.kind != UPDATE or not now:
             return False
         collection = self._collection(target)
         values = self._retrying(partial(current_key_values, collection, write, now))
@@ -258,20 +266,24 @@ class BatchApplier:
             ) from exc
         # Recorded before the policy acts: under overwrite, ``met`` is what gets replaced.
         met = self._retrying(partial(self._collection(target).find_one, key))
-        described = write_description(write.model, write.key, write.document, write.update)
+        described = write_description(write)
         self.conflict_log.record(target, key, token=token, write=described, met=met)
         return key
 
     def _transaction(self, writes: list[CrudWrite]) -> None:
         # The piece being written, with each model's index in its namespace group: a
         # BulkWriteError's index counts in the piece, so a conflict names the refused write.
-        current: list[tuple[Namespace, list[CrudWrite], tuple[str, ...], list[int]]] = []
+        current: list[tuple[Namespace, list[CrudWrite], tuple[str, ...], Sequence[int]]] = []
 
         def body(session: ClientSession) -> None:
             for target, group in by_namespace(writes):
                 fields = self._shard_keys.fields(target)
                 collection = self._collection(target)
                 for offset, piece, read in transaction_segments(group, fields):
+                    if not fields:  # as planned: the statements themselves
+                        current[:] = [(target, group, fields, range(offset, offset + len(piece)))]
+                        send_statements(collection, piece, session)
+                        continue
                     if read:  # an update of an addressed collection, by its current key
                         values = current_key_values(collection, piece[0], fields, session)
                         models, owners = [addressed_update(piece[0], values)], [0]
@@ -291,7 +303,7 @@ class BatchApplier:
                 return
             except BulkWriteError as exc:
                 target, group, fields, owners = current[0]  # set before a write fails
-                write = group[owners[int(exc.details["writeErrors"][0]["index"])]]
+                write = group[owners[_refused(exc)]]
                 last = attempt == _READDRESSED_TRIES - 1
                 if not last and self._readdressed(target, fields, write, exc, pin=False):
                     continue
@@ -313,3 +325,12 @@ class BatchApplier:
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retrying(call, self._retry_for_s)
+
+
+def _refused(exc: BulkWriteError) -> int:
+    """The index of the write ``exc`` refused; a write concern error (no refused write) is
+    raised again as it is: nothing here can settle it."""
+    errors = exc.details.get("writeErrors") or []
+    if not errors:
+        raise exc
+    return int(errors[0]["index"])

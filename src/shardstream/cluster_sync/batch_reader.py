@@ -35,15 +35,13 @@ from typing import Any, Final
 
 from bson.timestamp import Timestamp
 
-from shardstream.cluster_sync.apply_rules import (
-    CrudWrite,
-    DdlChange,
-    in_transaction,
-    plan_event,
-    transaction_of,
+from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
+from shardstream.cluster_sync.event_planner import (
+    EventPlanner,
+    PlannedEvent,
+    timestamp_of,
 )
 from shardstream.cluster_sync.namespace_map import NamespaceMap
-from shardstream.cluster_sync.sync_event import sync_event
 from shardstream.resume_token import decode_token_document
 from shardstream.stream import ChangeStream
 
@@ -84,7 +82,7 @@ class BatchReader:
         """
         self._stream = stream
         self._on_poll = on_poll
-        self._namespaces = namespaces
+        self._planner = EventPlanner(namespaces)
         self._batch_size = batch_size
         self._ready: queue.Queue[PlannedBatch | BaseException] = queue.Queue(AHEAD)
         self._halt = threading.Event()
@@ -92,8 +90,8 @@ class BatchReader:
         # until that time is complete (a later event, or the stream's postBatchResumeToken
         # past it): a batch never ends inside a transaction, which the target commits as
         # one, and another shard's events at the same time cannot cut it in two.
-        self._held: list[Mapping[str, Any]] = []
-        self._held_time: Timestamp | None = None
+        self._held: list[PlannedEvent] = []
+        self._held_time: int | None = None  # event_planner.time_key
         self._thread = threading.Thread(target=self._run, name="shardstream-sync-read")
         self._thread.daemon = True
         self._thread.start()
@@ -131,7 +129,6 @@ class BatchReader:
 
     def _read(self) -> PlannedBatch:
         stream = self._stream
-        namespaces = self._namespaces
         batch = _BatchBuilder()
         while batch.events < self._batch_size and not self._halt.is_set():
             events = self._next_events(batch.events)
@@ -140,33 +137,34 @@ class BatchReader:
                     batch.take(*self._release())
                 break
             for event in events:
-                time = event.get("clusterTime")
-                if self._held and time != self._held_time:  # later: the held time is complete
+                at, event_token, transaction, item = event
+                if self._held and at != self._held_time:  # later: the held time is complete
                     batch.take(*self._release())
-                if self._held or in_transaction(event):
+                if self._held or transaction is not None:
                     if not self._held:
-                        self._held_time = time
+                        self._held_time = at
                     self._held.append(event)
                 else:
-                    batch.take_one(event, plan_event(event, namespaces))
+                    batch.take_one(at, event_token, item)
         # While events are held, the checkpoint may not pass the first of them.
         token = batch.token if self._held else stream.resume_token
         return PlannedBatch(
             batch.items,
             batch.events,
-            batch.last_time,
+            None if batch.last_time is None else timestamp_of(batch.last_time),
             token,
             stream.shard_positions(),
             len(self._held),
         )
 
-    def _next_events(self, in_hand: int) -> list[dict[str, Any]]:
+    def _next_events(self, in_hand: int) -> list[PlannedEvent]:
         """The events the stream has ready, up to the batch's room; none: time to end the
         batch (see the module's doc)."""
         stream = self._stream
         deadline = time.monotonic() + WAIT_S
         while True:  # bounded: WAIT_S with nothing in hand, else until the applier has room
-            events = stream.take_decoded(sync_event, self._batch_size - in_hand)
+            planner = self._planner
+            events = stream.take_decoded(planner.raw, self._batch_size - in_hand, planner.document)
             if events or self._halt.is_set():
                 return events
             if self._on_poll is not None:
@@ -179,7 +177,7 @@ class BatchReader:
                 return []
             time.sleep(STEP_S)
 
-    def _release(self) -> tuple[list[Planned], Mapping[str, Any]]:
+    def _release(self) -> tuple[list[PlannedEvent], Mapping[str, Any]]:
         """The held events, each transaction's together, and the last one's token.
 
         They share one cluster time, so they come from different shards' concurrent
@@ -189,32 +187,20 @@ class BatchReader:
         """
         held, self._held = self._held, []
         self._held_time = None
-        groups: dict[Any, list[Planned]] = {}  # in order of first appearance
+        groups: dict[Any, list[PlannedEvent]] = {}  # in order of first appearance
         for n, event in enumerate(held):
-            planned = _plan(event, self._namespaces)
-            item = planned[1]
-            # A CRUD write carries its transaction: its lsid is encoded once.
-            txn = item.transaction if isinstance(item, CrudWrite) else transaction_of(event)
-            groups.setdefault(txn or n, []).append(planned)
-        ordered = [planned for group in groups.values() for planned in group]
-        return ordered, held[-1]["_id"]
+            groups.setdefault(event[2] or n, []).append(event)
+        ordered = [event for group in groups.values() for event in group]
+        return ordered, held[-1][1]
 
-    def _released_past(self, time: Timestamp | None) -> bool:
-        """Whether the stream has released everything at cluster time ``time``."""
+    def _released_past(self, at: int | None) -> bool:
+        """Whether the stream has released everything at cluster time ``at``."""
         token = self._stream.resume_token
         return (
-            time is not None
+            at is not None
             and token is not None
-            and (decode_token_document(token).cluster_time > time)
+            and (decode_token_document(token).cluster_time > timestamp_of(at))
         )
-
-
-Planned = tuple[Mapping[str, Any], CrudWrite | DdlChange | None]
-"""An event and the write it plans to (None: nothing to apply)."""
-
-
-def _plan(event: Mapping[str, Any], namespaces: NamespaceMap) -> Planned:
-    return event, plan_event(event, namespaces)
 
 
 class _BatchBuilder:
@@ -223,19 +209,23 @@ class _BatchBuilder:
     def __init__(self) -> None:
         self.items: list[CrudWrite | DdlChange] = []
         self.events = 0
-        self.last_time: Timestamp | None = None
+        self.last_time: int | None = None
         self.token: Mapping[str, Any] | None = None
 
-    def take_one(self, event: Mapping[str, Any], item: CrudWrite | DdlChange | None) -> None:
-        """Add one planned event (not held: the stream's token follows it)."""
+    def take_one(
+        self, at: int | None, token: Mapping[str, Any], item: CrudWrite | DdlChange | None
+    ) -> None:
+        """Add one planned event (not held: the stream's token follows it) at cluster time
+        ``at`` (``event_planner.time_key``)."""
         self.events += 1
-        self.last_time = event.get("clusterTime", self.last_time)
+        if at is not None:
+            self.last_time = at
         if item is not None:
             self.items.append(item)
-        self.token = event["_id"]
+        self.token = token
 
-    def take(self, planned: list[Planned], token: Mapping[str, Any]) -> None:
+    def take(self, planned: list[PlannedEvent], token: Mapping[str, Any]) -> None:
         """Add planned events; ``token`` is the one after all of them (the stream's last)."""
-        for event, item in planned:
-            self.take_one(event, item)
+        for at, event_token, _, item in planned:
+            self.take_one(at, event_token, item)
         self.token = token

@@ -29,34 +29,20 @@ from typing import Any, Final
 from pymongo import MongoClient
 from pymongo.write_concern import WriteConcern
 
+from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.namespace_map import CHECKPOINT_DB, Namespace
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
+from shardstream.cluster_sync.write_statements import KINDS, REPLACE, statement_parts
 
 CONFLICTS_COLLECTION: Final = "conflicts"
-# pymongo's write model class -> the op a record names.
-_OPS: Final = {
-    "InsertOne": "insert",
-    "ReplaceOne": "replace",
-    "UpdateOne": "update",
-    "UpdateMany": "update",
-    "DeleteOne": "delete",
-    "DeleteMany": "delete",
-}
 
 
-def write_description(
-    model: object,
-    key: Mapping[str, Any],
-    document: Mapping[str, Any] | None,
-    update: Any,
-) -> dict[str, Any]:
+def write_description(write: CrudWrite) -> dict[str, Any]:
     """A stream write as a record names it: its op, ``documentKey`` and content."""
-    described: dict[str, Any] = {"op": _OPS.get(type(model).__name__, type(model).__name__)}
-    described["documentKey"] = dict(key)
-    if document is not None:
-        described["document"] = document
-    if update is not None:
-        described["update"] = update
+    key, body = statement_parts(write.statement)
+    described: dict[str, Any] = {"op": KINDS[write.kind], "documentKey": dict(key)}
+    if body is not None:
+        described["document" if write.kind == REPLACE else "update"] = body
     return described
 
 

@@ -1,12 +1,12 @@
 """Sync: a change event decoded as the sync plans it, an insert's document left as its bytes.
 
-The sync's reader hands each fast-path event's BSON here (``ChangeStream.take_decoded``),
-which decodes it, except:
+The sync's planner (:mod:`.event_planner`) hands here each fast-path event's BSON that its
+C walk left to Python, which decodes it, except:
 
 * ``fullDocument`` stays the bytes it is, as a :class:`SourceDocument`: the target's
-  replace-by-key upsert sends those bytes as they came (pymongo copies a raw document into
-  its command), where decoding the document and having pymongo encode it again was the
-  largest cost of the sync's reading thread (``benchmarks/README.md``, "Less CPU per event").
+  replace-by-key upsert's statement holds those bytes as they came, where decoding the
+  document and encoding it again was the largest cost of the sync's reading thread
+  (``benchmarks/README.md``, "Less CPU per event").
   Those bytes are what the reference path would have decoded and encoded back unchanged:
   ``bson_check`` vouches for them here (as the fast path does for what it copies), and what
   it does not vouch for is decoded whole;

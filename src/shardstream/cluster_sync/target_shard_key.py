@@ -45,6 +45,7 @@ from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 from shardstream.cluster_sync.apply_rules import CrudWrite, WriteModel
 from shardstream.cluster_sync.namespace_map import Namespace
 from shardstream.cluster_sync.shard_target import catalog_collections
+from shardstream.cluster_sync.write_statements import REPLACE, UPDATE, statement_parts
 
 SHARD_KEY_NOT_FOUND: Final = 61
 KEY_UPDATE_WITHOUT_KEY: Final = 31025
@@ -145,7 +146,7 @@ def transaction_segments(
     writes, read)``, ``read`` for an update alone, whose key values are read first."""
     start = 0
     for n, write in enumerate(writes):
-        if fields and write.update is not None:
+        if fields and write.kind == UPDATE:
             if n > start:
                 yield start, writes[start:n], False
             yield n, writes[n : n + 1], True
@@ -156,9 +157,10 @@ def transaction_segments(
 
 def addressed_update(write: CrudWrite, values: Mapping[str, Any] | None) -> WriteModel:
     """``write`` (an update) by ``_id`` and the key ``values`` (None: as planned)."""
-    if values is None or write.update is None:
+    if values is None or write.kind != UPDATE:
         return write.model
-    return UpdateOne(key_query(write.key.get("_id"), values), write.update, upsert=False)
+    key, update = statement_parts(write.statement)
+    return UpdateOne(key_query(key.get("_id"), values), update, upsert=False)
 
 
 def addressed_models(
@@ -217,13 +219,12 @@ def _addressed(
     write: CrudWrite, fields: tuple[str, ...], pinned: dict[str, Any] | None
 ) -> tuple[WriteModel | None, WriteModel]:
     """The stale copy's delete (if the write needs one) and the write itself."""
-    if write.update is not None and pinned is not None:
+    if write.kind == UPDATE and pinned is not None:
         return None, addressed_update(write, pinned)
-    if write.document is None or all(path in write.key for path in fields):
+    key, document = statement_parts(write.statement)
+    if write.kind != REPLACE or all(path in key for path in fields):
         return None, write.model
-    values = key_values(write.document, fields)
+    values = key_values(document, fields)
     differs = [{path: {"$ne": v}} for path, v in values.items()]
-    stale = {"_id": write.key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
-    return DeleteOne(stale), ReplaceOne(
-        key_query(write.key.get("_id"), values), write.document, upsert=True
-    )
+    stale = {"_id": key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
+    return DeleteOne(stale), ReplaceOne(key_query(key.get("_id"), values), document, upsert=True)

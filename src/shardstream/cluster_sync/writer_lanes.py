@@ -27,8 +27,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Final
 
-from pymongo.operations import DeleteOne
-
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.namespace_map import Namespace
 
@@ -229,7 +227,7 @@ def by_command(writes: list[CrudWrite]) -> list[list[CrudWrite]]:
     layers: list[tuple[list[CrudWrite], list[CrudWrite]]] = []
     last: dict[bytes, tuple[int, bool]] = {}  # document -> (its last layer, was a delete)
     for write in writes:
-        deletes = isinstance(write.model, DeleteOne)
+        deletes = write.deletes
         seen = last.get(write.route)
         layer = 0 if seen is None else seen[0] + (seen[1] is not deletes)
         if layer == len(layers):

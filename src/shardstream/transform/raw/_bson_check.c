@@ -265,6 +265,14 @@ static int check(const unsigned char *raw, Py_ssize_t len, int max_nesting, Keys
     }
 }
 
+int bson_valid(const unsigned char *raw, Py_ssize_t len, int max_nesting) {
+    Key stack_keys[STACK_KEYS];
+    Keys keys = {stack_keys, NULL, 0, STACK_KEYS};
+    int ok = check(raw, len, max_nesting, &keys);
+    PyMem_Free(keys.heap);
+    return ok;
+}
+
 PyObject *valid_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 1 || nargs > 2) {
@@ -280,19 +288,16 @@ PyObject *valid_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
             return NULL;
         }
     }
-    Key stack_keys[STACK_KEYS];
-    Keys keys = {stack_keys, NULL, 0, STACK_KEYS};
     PyObject *arg = args[0];
     int ok;
     if (PyBytes_CheckExact(arg)) {
-        ok = check((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg),
-                   (int)max_nesting, &keys);
+        ok = bson_valid((const unsigned char *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg),
+                        (int)max_nesting);
     } else {
         Py_buffer view;
         if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-        ok = check(view.buf, view.len, (int)max_nesting, &keys);
+        ok = bson_valid(view.buf, view.len, (int)max_nesting);
         PyBuffer_Release(&view);
     }
-    PyMem_Free(keys.heap);
     return PyBool_FromLong(ok);
 }

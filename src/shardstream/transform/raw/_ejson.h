@@ -67,7 +67,9 @@ PyObject *event_columns(PyObject *self, PyObject *args);
 /* _event_split.c: an event's BSON without some top-level fields, and those fields. */
 PyObject *split_fields(PyObject *self, PyObject *args);
 
-/* _bson_check.c: whether an oplog entry's bytes may be copied as they are (see bson_check.py). */
+/* _bson_check.c: whether an oplog entry's bytes may be copied as they are (see bson_check.py),
+ * from Python and from C (the sync's write statements, cluster_sync/_write_statements.c). */
 PyObject *valid_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+int bson_valid(const unsigned char *raw, Py_ssize_t len, int max_nesting);
 
 #endif
