@@ -44,38 +44,50 @@ def batch_steps(
 ) -> Iterator[list[SegmentItem] | Barrier]:
     """The segments and barriers of ``items``, in order (no empty segment)."""
     segment: list[SegmentItem] = []
-    before: Mapping[str, Any] | None = None  # the token of the last item so far
-    position = 0
-    while position < len(items):
+    position, count = 0, len(items)
+    while position < count:
         item = items[position]
-        txn = _transaction_key(item) if transactions else None
-        if txn is not None:
-            end = position
-            while end < len(items) and _transaction_key(items[end]) == txn:
-                end += 1
-            group = items[position:end]
-            for ddl in (i for i in group if isinstance(i, DdlChange)):
-                if segment:
-                    yield segment
-                    segment = []
-                yield Barrier(ddl, before, _token_of(group[0]), settles=False)
-            writes = [w for w in group if isinstance(w, CrudWrite)]
-            if writes:
-                segment.append(writes)
-            before = _token_of(group[-1])
-            position = end
-            continue
-        if isinstance(item, DdlChange):
+        # Most items are plain document writes: one type test and one attribute each.
+        if type(item) is CrudWrite:
+            txn = item.transaction if transactions else None
+            if txn is None:
+                segment.append(item)
+                position += 1
+                continue
+        else:
+            assert isinstance(item, DdlChange)
+            txn = transaction_of(item.event) if transactions else None
+        before = _token_before(items, position)
+        if txn is None:  # a DDL event outside a transaction
+            assert isinstance(item, DdlChange)
             if segment:
                 yield segment
                 segment = []
             yield Barrier(item, before, item.event["_id"], settles=True)
-        else:
-            segment.append(item)
-        before = _token_of(item)
-        position += 1
+            position += 1
+            continue
+        end = position
+        while end < count and _transaction_key(items[end]) == txn:
+            end += 1
+        group = items[position:end]
+        for ddl in (i for i in group if isinstance(i, DdlChange)):
+            if segment:
+                yield segment
+                segment = []
+            yield Barrier(ddl, before, _token_of(group[0]), settles=False)
+        writes = [w for w in group if isinstance(w, CrudWrite)]
+        if writes:
+            segment.append(writes)
+        position = end
     if segment:
         yield segment
+
+
+def _token_before(
+    items: Sequence[CrudWrite | DdlChange], position: int
+) -> Mapping[str, Any] | None:
+    """The token of the item before ``position`` (None: none in this batch)."""
+    return _token_of(items[position - 1]) if position else None
 
 
 def _transaction_key(item: CrudWrite | DdlChange) -> tuple[bytes, int] | None:

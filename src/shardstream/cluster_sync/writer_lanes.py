@@ -69,31 +69,36 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
     writes, however many small transactions the stream interleaves.
     """
     plan: list[list[LaneStep]] = [[] for _ in range(lanes)]
-    # Each lane's open run (the last step, a list) and the documents it writes.
+    # Each lane's open run (its last step) and the documents it writes, or None.
+    open_runs: list[list[CrudWrite] | None] = [None] * lanes
     open_docs: list[set[tuple[Namespace, bytes]] | None] = [None] * lanes
     seeds: dict[Namespace, int] = {}  # one namespace's hash, not one per write
     # Only a transaction reads the runs' documents: without one, none are recorded.
-    has_transaction = any(not isinstance(item, CrudWrite) for item in segment)
+    has_transaction = any(type(item) is list for item in segment)
 
     def lane_of(write: CrudWrite) -> int:
+        if lanes == 1:
+            return 0
         seed = seeds.get(write.target)
         if seed is None:
             seed = seeds[write.target] = zlib.crc32(".".join(write.target).encode())
         return zlib.crc32(write.route, seed) % lanes
 
     for item in segment:
-        if isinstance(item, CrudWrite):
-            lane = lane_of(item)
-            docs = open_docs[lane]
-            if docs is None:
-                docs = open_docs[lane] = set()
-                plan[lane].append([])
-            run = plan[lane][-1]
-            assert isinstance(run, list)
+        if type(item) is CrudWrite:  # most items: kept to one call and a few look-ups
+            lane = lane_of(item) if lanes > 1 else 0
+            run = open_runs[lane]
+            if run is None:
+                run = open_runs[lane] = []
+                plan[lane].append(run)
+                open_docs[lane] = set()
             run.append(item)
             if has_transaction:
+                docs = open_docs[lane]
+                assert docs is not None  # set with the run
                 docs.add((item.target, item.route))
             continue
+        assert isinstance(item, list)
         touched: dict[int, set[tuple[Namespace, bytes]]] = {}
         for write in item:
             touched.setdefault(lane_of(write), set()).add((write.target, write.route))
@@ -112,7 +117,7 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
         for n, lane in enumerate(involved):
             plan[lane].insert(places[lane], JointRole(step, runs=n == 0))
             if places[lane] == len(plan[lane]) - 1:
-                open_docs[lane] = None
+                open_runs[lane] = open_docs[lane] = None
     return plan
 
 
