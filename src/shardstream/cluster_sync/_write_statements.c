@@ -63,8 +63,38 @@ static int put_update(Out *o, const unsigned char *raw, Py_ssize_t len, Span upd
 
 /* -- the event -------------------------------------------------------------------------------- */
 
+/* A string span as a str; NULL without an error where it is not strict UTF-8 (the event is
+ * then planned in Python, whose decoder names what is wrong). */
 static PyObject *text(const unsigned char *raw, Span s) {
-    return PyUnicode_DecodeUTF8((const char *)raw + s.pos + 4, s.end - s.pos - 5, "strict");
+    PyObject *decoded =
+        PyUnicode_DecodeUTF8((const char *)raw + s.pos + 4, s.end - s.pos - 5, "strict");
+    if (decoded == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+    return decoded;
+}
+
+/* The last db (or coll) name read and its str: a stream's events name few namespaces, and
+ * decoding the same name for each was a tenth of this walk. Only touched with the GIL held. */
+typedef struct {
+    char bytes[64];
+    Py_ssize_t n;
+    PyObject *name;
+} NameCache;
+
+static NameCache db_names, coll_names;
+
+static PyObject *cached_text(NameCache *cache, const unsigned char *raw, Span s) {
+    Py_ssize_t n = s.end - s.pos - 5;
+    const char *p = (const char *)raw + s.pos + 4;
+    if (cache->name != NULL && cache->n == n && memcmp(cache->bytes, p, n) == 0) {
+        return Py_NewRef(cache->name);
+    }
+    PyObject *name = text(raw, s);
+    if (name != NULL && n <= (Py_ssize_t)sizeof cache->bytes) {
+        Py_XSETREF(cache->name, Py_NewRef(name));
+        memcpy(cache->bytes, p, n);
+        cache->n = n;
+    }
+    return name;
 }
 
 static int is_text(const unsigned char *raw, Span s, const char *want) {
@@ -120,22 +150,41 @@ static PyObject *route_of(const unsigned char *raw, Span id) {
     return route;
 }
 
-/* The token dict when _id is exactly {_data: <string>}; else NULL without an error. */
-static PyObject *token_of(const unsigned char *raw, Py_ssize_t len, Span id, int *fallback) {
-    *fallback = 1;
+static PyObject *data_key; /* "_data", interned at import */
+
+/* The token dict when _id is exactly {_data: <string>}; else NULL (with an error only when
+ * one is set: MemoryError). */
+static PyObject *token_of(const unsigned char *raw, Span id) {
     if (id.kind != 0x03 || id.end - id.pos < 12) return NULL;
     const unsigned char *p = raw + id.pos;
     if (p[4] != 0x02 || memcmp(p + 5, "_data", 6) != 0) return NULL;
     Span data = {0x02, id.pos + 11, value_end(raw, 0x02, id.pos + 11, id.end - 1)};
     if (data.end != id.end - 1 || raw[id.end - 1] != 0) return NULL;
-    (void)len;
-    *fallback = 0;
     PyObject *value = text(raw, data);
     if (value == NULL) return NULL;
     PyObject *token = PyDict_New();
-    if (token == NULL || PyDict_SetItemString(token, "_data", value) < 0) Py_CLEAR(token);
+    if (token == NULL || PyDict_SetItem(token, data_key, value) < 0) Py_CLEAR(token);
     Py_DECREF(value);
     return token;
+}
+
+/* The statement's buffer, kept between calls (the GIL is held throughout each). */
+static Out out;
+
+/* The result tuple; NULL with an error set if one of the parts is NULL. */
+static PyObject *result_of(PyObject **parts, Py_ssize_t n) {
+    PyObject *tuple = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (parts[i] == NULL) goto done;
+    }
+    if ((tuple = PyTuple_New(n)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(tuple, i, parts[i]);
+        parts[i] = NULL;
+    }
+done:
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(parts[i]);
+    return tuple;
 }
 
 static PyObject *planned(const unsigned char *raw, Py_ssize_t len) {
@@ -156,29 +205,28 @@ static PyObject *planned(const unsigned char *raw, Py_ssize_t len) {
     if (in_transaction && (lsid.kind != 0x03 || (txn.kind != 0x10 && txn.kind != 0x12))) {
         Py_RETURN_NONE;
     }
-    int fallback;
-    PyObject *token = token_of(raw, len, f[F_ID], &fallback);
-    if (token == NULL) {
-        if (fallback) Py_RETURN_NONE;
-        return NULL;
-    }
-    Out o = {NULL, 0, 0};
-    int rc = put_statement(&o, raw, len, kind, f);
+    out.len = 0;
+    int rc = put_statement(&out, raw, len, kind, f);
     if (rc) {
-        PyMem_Free(o.buf);
-        Py_DECREF(token);
         if (rc == FALLBACK) Py_RETURN_NONE;
         return NULL;
     }
     uint64_t time = u64(raw + f[F_TIME].pos); /* increment, then seconds: seconds << 32 | inc */
     int64_t number = txn.kind == 0x10 ? i32(raw + txn.pos) : (int64_t)u64(raw + txn.pos);
-    PyObject *result = Py_BuildValue(
-        "(iNNNy#NKNN)", kind, text(raw, ns[0]), text(raw, ns[1]), route_of(raw, id[0]), o.buf,
-        o.len, token, (unsigned long long)time,
+    PyObject *parts[9] = {
+        PyLong_FromLong(kind),
+        cached_text(&db_names, raw, ns[0]),
+        cached_text(&coll_names, raw, ns[1]),
+        route_of(raw, id[0]),
+        PyBytes_FromStringAndSize(out.buf, out.len),
+        token_of(raw, f[F_ID]),
+        PyLong_FromUnsignedLongLong((unsigned long long)time),
         in_transaction ? PyBytes_FromStringAndSize((const char *)raw + lsid.pos, lsid.end - lsid.pos)
                        : Py_NewRef(Py_None),
-        in_transaction ? PyLong_FromLongLong(number) : Py_NewRef(Py_None));
-    PyMem_Free(o.buf);
+        in_transaction ? PyLong_FromLongLong(number) : Py_NewRef(Py_None),
+    };
+    PyObject *result = result_of(parts, 9);
+    if (result == NULL && !PyErr_Occurred()) Py_RETURN_NONE; /* a part Python must read */
     return result;
 }
 
@@ -204,4 +252,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_write_statements", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__write_statements(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__write_statements(void) {
+    if (data_key == NULL && (data_key = PyUnicode_InternFromString("_data")) == NULL) return NULL;
+    return PyModule_Create(&module);
+}
