@@ -5,10 +5,10 @@ acknowledged, then it runs alone (:mod:`~shardstream.cluster_sync.batch_segments
 also puts a DDL event inside a transaction ahead of it). Within a segment the writes go
 out through ``writers`` lanes (:mod:`~shardstream.cluster_sync.writer_lanes`), each write
 routed by a hash of (target namespace, ``_id``): one document's writes stay in order on
-one lane while different documents go in parallel, as ordered bulk writes per namespace.
-A source transaction is by default applied inside one transaction on the target (all its
-events commit together; consecutive ones may share it, see ``writer_lanes``), in step with
-the lanes of its documents only.
+one lane while different documents go in parallel, as ordered write commands per namespace
+(:mod:`~shardstream.cluster_sync.statement_commands`). A source transaction is by default
+applied inside one transaction on the target (all its events commit together; consecutive
+ones may share it), a step every lane takes together (see ``writer_lanes``).
 
 Every write is idempotent, so a write the target may or may not have taken before a
 connection dropped is simply sent again: connection errors are retried with exponential

@@ -2,14 +2,19 @@
 
 Each document write goes to the lane of its (target namespace, ``_id``) hash, so one
 document's writes stay in stream order on one lane while lanes run in parallel. A source
-transaction applied as one target transaction touches the lanes of all its documents: it
-is a *joint step* in each of them, at its place in the stream. Its first lane runs it
-once every lane involved has reached it; the others wait until it is done. So a
-transaction waits only for the earlier writes of the lanes it shares, not for the whole
-batch, and a later write of its documents cannot overtake it.
+transaction applied as one target transaction is a *joint step* in every lane, at its
+place in the stream: in a lane whose open run writes one of its documents, after that run
+(a later write of its documents cannot overtake it, nor it an earlier one); in every other
+lane, before the open run, whose writes touch none of its documents and so may follow it.
+Its first lane runs it once every lane has reached it; the others wait until it is done.
 
-A transaction right after a joint step in each of its lanes (nothing of those lanes
-between them) joins it (:func:`_joinable`): one target transaction for several.
+A transaction right after a joint step in every lane (nothing of any lane between them)
+joins it (:func:`_joinable`): one target transaction for several.  That every lane takes
+part is what lets consecutive transactions join whatever lanes their documents hash to:
+with joint steps only in the lanes of their own documents, 4 lanes made 12 times as many
+target transactions as one lane on the benchmark corpus (each costs the sync ~0.7 ms of
+CPU: ``benchmarks/README.md``, "Write statements from the events' bytes"), for a wait at
+each step by lanes with nothing of it to write.
 
 A lane's run is written per namespace, in write commands (:func:`by_command`).
 
@@ -102,13 +107,16 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
         touched: dict[int, set[tuple[Namespace, bytes]]] = {}
         for write in item:
             touched.setdefault(lane_of(write), set()).add((write.target, write.route))
-        involved = sorted(touched)
+        # Every lane takes part (see the module's doc): consecutive transactions then join
+        # one target transaction whatever lanes their documents hash to.
+        involved = range(lanes)
         places = {}
         for lane in involved:
             docs = open_docs[lane]
             # Before the open run when it writes none of the transaction's documents; else
             # after it, and the run ends here.
-            places[lane] = len(plan[lane]) - (docs is not None and docs.isdisjoint(touched[lane]))
+            mine = touched.get(lane, ())
+            places[lane] = len(plan[lane]) - (docs is not None and docs.isdisjoint(mine))
         joined = _joinable(plan, places, len(item))
         if joined is not None:
             joined.writes.extend(item)
@@ -122,15 +130,13 @@ def plan_lanes(segment: Sequence[SegmentItem], lanes: int) -> list[list[LaneStep
 
 
 def _joinable(plan: list[list[LaneStep]], places: dict[int, int], size: int) -> JointStep | None:
-    """The joint step a transaction can join: the one right before its place in each of
-    its lanes (so it spans them all, perhaps more), with room for its ``size`` writes;
-    else None.
+    """The joint step a transaction can join: the one right before its place in every
+    lane, with room for its ``size`` writes; else None.
 
-    In each of the transaction's lanes nothing runs between the two, and its other lanes
-    hold none of the transaction's documents, so applying both source transactions as
-    one target transaction, at the joint step's place, changes no document's order;
-    each stays atomic (its writes commit together with the other's), and a target
-    transaction costs the CPU of ~70 writes (``benchmarks/README.md``, "Cluster sync").
+    In each lane nothing runs between the two, so applying both source transactions as
+    one target transaction, at the joint step's place, changes no document's order; each
+    stays atomic (its writes commit together with the other's), and a target transaction
+    costs the CPU of ~70 writes (``benchmarks/README.md``, "Cluster sync").
     """
     steps = {}
     for lane, place in places.items():
