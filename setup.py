@@ -41,12 +41,14 @@ setup(
             [
                 "src/shardstream/cluster_sync/_write_statements.c",
                 "src/shardstream/cluster_sync/_update_pipeline.c",
+                "src/shardstream/cluster_sync/_pipeline_stage.c",
                 "src/shardstream/transform/raw/_event_walk.c",
                 "src/shardstream/transform/raw/_bson_check.c",
             ],
             include_dirs=["src/shardstream/transform/raw"],
             depends=[
                 "src/shardstream/cluster_sync/_bson_out.h",
+                "src/shardstream/cluster_sync/_update_pipeline.h",
                 "src/shardstream/transform/raw/_ejson.h",
                 "src/shardstream/transform/raw/_event_walk.h",
             ],

@@ -23,8 +23,9 @@ from pymongo.operations import DeleteOne, ReplaceOne
 import shardstream
 from shardstream.cluster_sync import SyncOptions
 from shardstream.cluster_sync.apply_rules import CrudWrite, plan_event
-from shardstream.cluster_sync.batch_applier import BatchApplier, SyncConflict
+from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.refused_writes import SyncConflict
 from shardstream.cluster_sync.target_shard_key import TargetShardKeys, addressed_models
 from shardstream.emulator import EmulatedCluster
 from shardstream.emulator.update_targeting import SHARD_KEY_NOT_FOUND, exact_shard_key

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from shardstream.cluster_sync.batch_applier import SyncConflict
 from shardstream.cluster_sync.cluster_identity import ClusterUnreachable, SyncRefused, open_cluster
 from shardstream.cluster_sync.compare_clusters import NamespaceComparison, VerifyReport
 from shardstream.cluster_sync.compare_clusters import verify as _verify
 from shardstream.cluster_sync.copy_ranges import id_ranges
 from shardstream.cluster_sync.namespace_map import NamespaceMap
+from shardstream.cluster_sync.refused_writes import SyncConflict
 from shardstream.cluster_sync.shard_target import ShardingRefused
 from shardstream.cluster_sync.sync_job import SyncJob
 from shardstream.cluster_sync.sync_options import DEFAULT_CONNECT_TIMEOUT_S, SyncOptions, SyncResult

@@ -30,21 +30,19 @@ from pymongo.write_concern import WriteConcern
 
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.batch_segments import Barrier, batch_steps
-from shardstream.cluster_sync.conflict_log import ConflictLog, write_description
+from shardstream.cluster_sync.conflict_log import ConflictLog
 from shardstream.cluster_sync.ddl_apply import apply_ddl
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.refused_writes import RefusedWrites, refused_index
 from shardstream.cluster_sync.statement_commands import send_statements
 from shardstream.cluster_sync.target_retry import DEFAULT_RETRY_FOR_S, retrying
 from shardstream.cluster_sync.target_shard_key import (
-    KEY_UPDATE_WITHOUT_KEY,
-    SHARD_KEY_NOT_FOUND,
     TargetShardKeys,
     addressed_models,
     addressed_update,
     current_key_values,
     transaction_segments,
 )
-from shardstream.cluster_sync.write_statements import UPDATE
 from shardstream.cluster_sync.writer_lanes import (
     SegmentItem,
     by_command,
@@ -52,21 +50,14 @@ from shardstream.cluster_sync.writer_lanes import (
     plan_lanes,
     run_lanes,
 )
-from shardstream.errors import ShardstreamError
 from shardstream.resume_token import ResumeToken
 
-DUPLICATE_KEY: Final = 11000
 MAJORITY: Final = WriteConcern("majority")
 CONFLICT_POLICIES: Final = ("fail", "overwrite", "skip")
 # DDL events after which a target collection's shard key may differ (read again).
 PLACEMENT_DDL: Final = frozenset({"shardCollection", "create", "drop", "rename", "dropDatabase"})
 _READDRESSED_TRIES: Final = 3
 _T = TypeVar("_T")
-
-
-class SyncConflict(ShardstreamError):
-    """The target refused a write: a duplicate key (``--on-conflict`` says what to do), or
-    one it cannot take whatever the policy (named in the message)."""
 
 
 class BatchApplier:
@@ -114,6 +105,9 @@ class BatchApplier:
         self._shard_keys = TargetShardKeys(client)
         self.conflict_log = conflict_log or ConflictLog(
             client, "default", on_conflict, retry_for_s=retry_for_s
+        )
+        self._refusals = RefusedWrites(
+            self._shard_keys, self.conflict_log, on_conflict, self._collection, retry_for_s
         )
 
     @property
@@ -201,74 +195,16 @@ class BatchApplier:
                 self._shard_keys.unpin(target, writes)
                 return
             except BulkWriteError as exc:
-                index = owners[_refused(exc)]
-                if self._readdressed(target, fields, chunk[index], exc):
+                index = owners[refused_index(exc)]
+                if self._refusals.readdressed(target, fields, chunk[index], exc):
                     start += index  # everything before it was applied, in order
                     continue
-                key = self._conflict(target, chunk[index], exc)
+                key = self._refusals.conflict(target, chunk[index], exc)
                 if self._on_conflict == "overwrite":
                     self._retrying(partial(collection.delete_many, key))
                     start += index  # the refused write goes again, now unopposed
                 else:
                     start += index + 1
-
-    def _readdressed(
-        self,
-        target: Namespace,
-        fields: tuple[str, ...],
-        write: CrudWrite,
-        exc: BulkWriteError,
-        *,
-        pin: bool = True,
-    ) -> bool:
-        """Whether ``write``, refused for the target's shard key, can go again better
-        addressed: by keys now other than ``fields``, or (``pin``) by its current values."""
-        code = exc.details["writeErrors"][0].get("code")
-        if code not in (SHARD_KEY_NOT_FOUND, KEY_UPDATE_WITHOUT_KEY):
-            return False
-        if not self._shard_keys.strict:
-            self._retrying(self._shard_keys.tighten)
-        elif code == SHARD_KEY_NOT_FOUND:
-            self._retrying(self._shard_keys.refresh)
-        now = self._shard_keys.fields(target)
-        if code == SHARD_KEY_NOT_FOUND or now != fields or not pin:
-            return now != fields
-        if write.kind != UPDATE or not now:
-            return False
-        collection = self._collection(target)
-        values = self._retrying(partial(current_key_values, collection, write, now))
-        return values is not None and self._shard_keys.pin(target, write, values)
-
-    def _conflict(self, target: Namespace, write: CrudWrite, exc: BulkWriteError) -> dict[str, Any]:
-        error = exc.details["writeErrors"][0]
-        key = dict(error.get("keyValue") or {})
-        where = f"{target[0]}.{target[1]}"
-        token = dict(write.token)
-        if error.get("code") in (SHARD_KEY_NOT_FOUND, KEY_UPDATE_WITHOUT_KEY):
-            fields = self._shard_keys.fields(target)
-            addressed = (
-                f"although it was addressed by the key fields its config.collections lists, "
-                f"{fields!r}"
-                if fields
-                else "and its config.collections names no shard key for it (or may not be "
-                "read by this user)"
-            )
-            raise SyncConflict(
-                f"the target refused a write to {where} for its shard key (error "
-                f"{error.get('code')}: {error.get('errmsg')}) {addressed} (event token "
-                f"{token!r})"
-            ) from exc
-        if error.get("code") != DUPLICATE_KEY or self._on_conflict == "fail" or not key:
-            raise SyncConflict(
-                f"the target refused a write to {where}: error "
-                f"{error.get('code')} on key {key or error.get('errmsg')!r} "
-                f"(event token {token!r}); pass --on-conflict overwrite or skip to go on"
-            ) from exc
-        # Recorded before the policy acts: under overwrite, ``met`` is what gets replaced.
-        met = self._retrying(partial(self._collection(target).find_one, key))
-        described = write_description(write)
-        self.conflict_log.record(target, key, token=token, write=described, met=met)
-        return key
 
     def _transaction(self, writes: list[CrudWrite]) -> None:
         # The piece being written, with each model's index in its namespace group: a
@@ -303,12 +239,12 @@ class BatchApplier:
                 return
             except BulkWriteError as exc:
                 target, group, fields, owners = current[0]  # set before a write fails
-                write = group[owners[_refused(exc)]]
+                write = group[owners[refused_index(exc)]]
                 last = attempt == _READDRESSED_TRIES - 1
-                if not last and self._readdressed(target, fields, write, exc, pin=False):
+                if not last and self._refusals.readdressed(target, fields, write, exc, pin=False):
                     continue
                 if self._on_conflict == "fail":
-                    self._conflict(target, write, exc)
+                    self._refusals.conflict(target, write, exc)
                 break
         # Under a conflict policy the transaction's writes go one by one instead.
         for target, group in by_namespace(writes):
@@ -325,12 +261,3 @@ class BatchApplier:
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         return retrying(call, self._retry_for_s)
-
-
-def _refused(exc: BulkWriteError) -> int:
-    """The index of the write ``exc`` refused; a write concern error (no refused write) is
-    raised again as it is: nothing here can settle it."""
-    errors = exc.details.get("writeErrors") or []
-    if not errors:
-        raise exc
-    return int(errors[0]["index"])

@@ -24,9 +24,9 @@ from pymongo import MongoClient
 from pymongo.errors import BulkWriteError
 from pymongo.operations import ReplaceOne
 
-from shardstream.cluster_sync.batch_applier import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.conflict_log import ConflictLog
 from shardstream.cluster_sync.namespace_map import Namespace
+from shardstream.cluster_sync.refused_writes import DUPLICATE_KEY, SyncConflict
 from shardstream.cluster_sync.target_retry import retrying
 from shardstream.cluster_sync.target_shard_key import key_query, key_values
 

@@ -14,9 +14,9 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 
-from shardstream.cluster_sync.batch_applier import SyncConflict
 from shardstream.cluster_sync.ddl_apply import NAMESPACE_EXISTS
 from shardstream.cluster_sync.namespace_map import Namespace, NamespaceMap
+from shardstream.cluster_sync.refused_writes import SyncConflict
 from shardstream.cluster_sync.shard_target import ShardedCollection, shard_collection
 from shardstream.cluster_sync.source_catalog import SourceCollection, source_collections
 from shardstream.cluster_sync.view_mapping import mapped_view_options
