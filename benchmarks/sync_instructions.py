@@ -2,8 +2,9 @@
 does not move with the machine's load.
 
 Run: ``.venv/bin/python -m benchmarks.sync_instructions [SMALL LARGE] [--batch-size N]
-[--keep DIR]`` (defaults 500 and 2500 entries per shard, the sync's default batch size;
-``--keep`` leaves callgrind's two output files in DIR, for ``callgrind_annotate``).
+[--writers N] [--keep DIR]`` (defaults 500 and 2500 entries per shard, the sync's default
+batch size, 1 writer; ``--keep`` leaves callgrind's two output files in DIR, for
+``callgrind_annotate``).
 
 CPU seconds per event vary by 20 % or more from run to run on a shared 2-core machine
 (``benchmarks/README.md``), which hides a change worth a few percent.  The instructions a
@@ -41,7 +42,7 @@ from shardstream.cluster_sync.sync_options import DEFAULT_BATCH
 _COLLECTED = re.compile(r"Collected : ([\d,]+)")
 
 
-def child(directory: str, batch_size: int) -> None:
+def child(directory: str, batch_size: int, writers: int) -> None:
     """The counted process: one sync of the corpus in ``directory``; prints its events."""
     datas = [Path(directory, f"shard{n}.bson").read_bytes() for n in range(SOURCE_SHARDS)]
     with (
@@ -51,7 +52,7 @@ def child(directory: str, batch_size: int) -> None:
         options = SyncOptions(
             source=source.uri,
             target=target.uri,
-            writers=1,
+            writers=writers,
             start_at=CORPUS_START,
             idle_exit_s=3,  # valgrind slows the sync's threads, not the clusters'
             connect_timeout_s=60,
@@ -61,7 +62,7 @@ def child(directory: str, batch_size: int) -> None:
 
 
 def counted(
-    directory: Path, batch_size: int, environment: dict[str, str], out: Path
+    directory: Path, batch_size: int, writers: int, environment: dict[str, str], out: Path
 ) -> tuple[int, int]:
     """(events, instructions) of one sync of ``directory``'s corpus under callgrind, whose
     output file is ``out``."""
@@ -75,6 +76,7 @@ def counted(
         "--child",
         str(directory),
         str(batch_size),
+        str(writers),
     ]
     run = subprocess.run(command, capture_output=True, text=True, env=environment, check=True)
     found = _COLLECTED.search(run.stderr)
@@ -85,15 +87,19 @@ def counted(
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
-        child(argv[1], int(argv[2]))
+        child(argv[1], int(argv[2]), int(argv[3]))
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind); nothing counted")
         return 1
-    batch_size, keep = DEFAULT_BATCH, None
+    batch_size, writers, keep = DEFAULT_BATCH, 1, None
     if "--batch-size" in argv:
         at = argv.index("--batch-size")
         batch_size = int(argv[at + 1])
+        del argv[at : at + 2]
+    if "--writers" in argv:
+        at = argv.index("--writers")
+        writers = int(argv[at + 1])
         del argv[at : at + 2]
     if "--keep" in argv:
         at = argv.index("--keep")
@@ -112,14 +118,15 @@ def main(argv: list[str]) -> int:
         # Uncounted, the largest corpus: it imports (and so compiles) all the others do.
         largest = str(Path(work, f"corpus{max(sizes)}"))
         warm = [sys.executable, "-m", "benchmarks.sync_instructions", "--child", largest]
-        subprocess.run([*warm, str(batch_size)], env=environment, check=True)
+        subprocess.run([*warm, str(batch_size), str(writers)], env=environment, check=True)
         for size in sizes:
             out = Path(keep or work, f"callgrind.{size}")
-            results.append(counted(Path(work, f"corpus{size}"), batch_size, environment, out))
+            corpus = Path(work, f"corpus{size}")
+            results.append(counted(corpus, batch_size, writers, environment, out))
     (small_events, small), (large_events, large) = results
     print(
         f"{SOURCE_SHARDS} shards x {sizes[0]:,} and {sizes[1]:,} entries -> {small_events:,} and "
-        f"{large_events:,} events; 1 writer, batches of {batch_size:,}"
+        f"{large_events:,} events; {writers} writer(s), batches of {batch_size:,}"
     )
     print(f"instructions: {small:,} and {large:,}")
     print(
