@@ -64,25 +64,31 @@ class CommandLog(monitoring.CommandListener):
         pass
 
 
-def test_a_run_of_each_kind_is_applied_in_order_in_one_command_per_switch() -> None:
+@pytest.fixture
+def logged() -> Iterator[tuple[MongoClient[Any], CommandLog]]:
+    """A client of an emulated cluster whose write commands are logged."""
     log = CommandLog()
     with EmulatedCluster(shards=1) as target:
         client: MongoClient[Any] = MongoClient(target.uri, event_listeners=[log])
         with client:
-            orders = client.shop.orders
-            writes = [
-                _replace(1, n=1),
-                _replace(2, n=1),
-                _write(UPDATE, 1, [{"$set": {"n": 2}}]),
-                _write(DELETE, 2),
-                _write(DELETE, 3),
-                _replace(2, n=3),
-            ]
-            send_statements(orders, writes)
-            assert list(orders.find({}, sort=[("_id", 1)])) == [
-                {"_id": 1, "n": 2},
-                {"_id": 2, "n": 3},
-            ]
+            yield client, log
+
+
+def test_a_run_of_each_kind_is_applied_in_order_in_one_command_per_switch(
+    logged: tuple[MongoClient[Any], CommandLog],
+) -> None:
+    client, log = logged
+    orders = client.shop.orders
+    writes = [
+        _replace(1, n=1),
+        _replace(2, n=1),
+        _write(UPDATE, 1, [{"$set": {"n": 2}}]),
+        _write(DELETE, 2),
+        _write(DELETE, 3),
+        _replace(2, n=3),
+    ]
+    send_statements(orders, writes)
+    assert list(orders.find({}, sort=[("_id", 1)])) == [{"_id": 1, "n": 2}, {"_id": 2, "n": 3}]
     assert log.names == [("update", 3), ("delete", 2), ("update", 1)]
 
 
@@ -126,16 +132,36 @@ def test_the_first_refused_write_stops_the_run_and_is_named_by_its_index(
     assert sorted(d["_id"] for d in orders.find()) == [0, 1, 2]  # nothing after it
 
 
-def test_writes_in_a_transaction_commit_with_it_and_carry_no_write_concern() -> None:
+def test_writes_in_a_transaction_commit_with_it_and_carry_no_write_concern(
+    logged: tuple[MongoClient[Any], CommandLog],
+) -> None:
     # A statement in a transaction may not name a write concern (the commit does); one
     # outside carries the writers' majority.
-    log = CommandLog()
-    with EmulatedCluster(shards=1) as target:
-        client: MongoClient[Any] = MongoClient(target.uri, event_listeners=[log])
-        with client:
-            orders = client.shop.orders
-            send_statements(orders, [_replace(9)])
-            with client.start_session() as session, session.start_transaction():
-                send_statements(orders, [_replace(1, n=1), _write(DELETE, 9)], session)
-            assert list(orders.find()) == [{"_id": 1, "n": 1}]
+    client, log = logged
+    orders = client.shop.orders
+    send_statements(orders, [_replace(9)])
+    with client.start_session() as session, session.start_transaction():
+        send_statements(orders, [_replace(1, n=1), _write(DELETE, 9)], session)
+    assert list(orders.find()) == [{"_id": 1, "n": 1}]
     assert log.concerns == [{"w": "majority"}, None, None]
+
+
+def test_a_write_concern_error_alone_is_one_the_retry_judges_by_its_code() -> None:
+    # No emulated server fails a write concern: the reply is checked as pymongo hands it.
+    from pymongo.errors import WriteConcernError
+
+    from shardstream.oplog.live.faults import Verdict, classify
+
+    stepped_down = {"n": 1, "writeConcernError": {"code": 189, "errmsg": "stepped down"}}
+    with pytest.raises(WriteConcernError) as raised:
+        commands._check(stepped_down, 0)
+    assert raised.value.code == 189
+    assert classify(raised.value) is Verdict.RETRY
+    timed_out = {"n": 1, "writeConcernError": {"code": 64, "errmsg": "waiting for replication"}}
+    with pytest.raises(WriteConcernError) as raised:
+        commands._check(timed_out, 0)
+    assert classify(raised.value) is Verdict.FATAL
+    refused = {"n": 0, "writeErrors": [{"index": 1, "code": 11000, "errmsg": "dup"}]}
+    with pytest.raises(BulkWriteError) as bulk:
+        commands._check(refused, 5)
+    assert bulk.value.details["writeErrors"][0]["index"] == 6

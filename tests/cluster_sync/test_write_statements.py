@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.event_planner import EventPlanner, PlannedEvent
 from shardstream.cluster_sync.namespace_map import NamespaceMap
-from shardstream.cluster_sync.write_statements import compiled_statement
+from shardstream.cluster_sync.write_statements import CompiledPlan, compiled_statement
 from shardstream.transform import ChangeStreamOptions
 from tests.cluster_sync.test_diff_to_pipeline import DOCUMENTS, document_diffs
 from tests.paths import as_read_from_file, fast_run
@@ -40,6 +40,11 @@ WALL = datetime.datetime(2026, 5, 1, tzinfo=datetime.UTC)
 pytestmark = pytest.mark.skipif(
     compiled_statement is None, reason="shardstream was installed without its C extensions"
 )
+
+
+def _compiled(raw: bytes) -> CompiledPlan | None:
+    assert compiled_statement is not None  # the module is skipped without it
+    return compiled_statement(raw)
 
 
 def _fields(planned: PlannedEvent) -> tuple[Any, ...]:
@@ -76,26 +81,15 @@ def test_every_crud_event_of_a_corpus_is_planned_in_c() -> None:
     events = [raw for docs in corpora for raw in fast_run(docs, SYNC)[0][1]]
     crud = [raw for raw in events if bson.decode(raw)["operationType"] in _CRUD]
     assert len(crud) > 100
-    assert all(compiled_statement(raw) is not None for raw in crud)
+    assert all(_compiled(raw) is not None for raw in crud)
 
 
 _CRUD = ("insert", "replace", "update", "delete")
 
 
-def _update_event(diff: Any, **extra: Any) -> bytes:
+def _update_event(diff: Any) -> bytes:
     """An update event laid out as the fast path writes it."""
-    return bson.encode(
-        {
-            "_id": {"_data": "8265530000000000012B"},
-            "operationType": "update",
-            "clusterTime": T[0],
-            "wallTime": WALL,
-            **extra,
-            "ns": {"db": "shop", "coll": "orders"},
-            "documentKey": {"_id": 1},
-            "rawUpdateDescription": {"$v": 2, "diff": diff},
-        }
-    )
+    return _event({"operationType": "update", "rawUpdateDescription": {"$v": 2, "diff": diff}})
 
 
 @settings(max_examples=300, deadline=None)
@@ -125,7 +119,7 @@ def test_a_drawn_diff_gives_the_python_pipeline_byte_for_byte(diff: dict[str, An
 )
 def test_a_diff_the_c_walk_may_not_read_is_left_to_python(diff: Any, in_c: bool) -> None:
     raw = _update_event(diff)
-    assert (compiled_statement(raw) is not None) is in_c
+    assert (_compiled(raw) is not None) is in_c
     in_compiled, in_python = _planned_both_ways(raw)
     assert in_compiled == in_python
 
@@ -135,7 +129,7 @@ def test_a_diff_of_version_2_in_any_numeric_type_is_planned_in_c(version: Any) -
     # apply_rules compares $v with == 2: an int64 (as some servers write it) or a double too.
     event = bson.decode(_update_event({"u": {"a": 1}}))
     raw = bson.encode({**event, "rawUpdateDescription": {"$v": version, "diff": {"u": {"a": 1}}}})
-    assert compiled_statement(raw) is not None
+    assert _compiled(raw) is not None
     in_compiled, in_python = _planned_both_ways(raw)
     assert in_compiled == in_python
 
@@ -153,7 +147,7 @@ def test_a_diff_of_version_2_in_any_numeric_type_is_planned_in_c(version: Any) -
 )
 def test_crud_events_are_planned_in_c_as_in_python(event: dict[str, Any]) -> None:
     raw = _event(event)
-    assert compiled_statement(raw) is not None
+    assert _compiled(raw) is not None
     in_compiled, in_python = _planned_both_ways(raw)
     assert in_compiled == in_python
 
@@ -178,7 +172,7 @@ def test_crud_events_are_planned_in_c_as_in_python(event: dict[str, Any]) -> Non
 )
 def test_events_the_c_walk_does_not_vouch_for_are_left_to_python(event: dict[str, Any]) -> None:
     raw = _event(event)
-    assert compiled_statement(raw) is None
+    assert _compiled(raw) is None
     in_compiled, in_python = _planned_both_ways(raw)
     assert in_compiled == in_python
 
@@ -186,11 +180,11 @@ def test_events_the_c_walk_does_not_vouch_for_are_left_to_python(event: dict[str
 def test_a_document_key_of_another_type_than_an_object_id_routes_as_python_does() -> None:
     key = {"_id": {"a": [1, "x"]}}
     raw = _event({"operationType": "delete", "documentKey": key})
-    plan = compiled_statement(raw)
+    plan = _compiled(raw)
     assert plan is not None
     assert plan[3] == bson.encode(key)
     oid = ObjectId()
-    plan = compiled_statement(_event({"operationType": "delete", "documentKey": {"_id": oid}}))
+    plan = _compiled(_event({"operationType": "delete", "documentKey": {"_id": oid}}))
     assert plan is not None
     assert plan[3] == b"\x07" + oid.binary
 
@@ -202,7 +196,7 @@ def test_a_symbol_in_the_document_is_not_vouched_for() -> None:
     event = bson.decode(_event({"operationType": "insert"}))
     raw = bson.encode(event)[:-1] + b"\x03fullDocument\x00" + document + b"\x00"
     raw = len(raw).to_bytes(4, "little") + raw[4:]
-    assert compiled_statement(raw) is None
+    assert _compiled(raw) is None
 
 
 def _event(fields: dict[str, Any]) -> bytes:
@@ -223,7 +217,7 @@ def _event(fields: dict[str, Any]) -> bytes:
 @given(st.integers(0, 2**31 - 1), st.integers(0, 2**32 - 1))
 def test_the_cluster_time_is_one_int_that_sorts_as_the_timestamp(seconds: int, inc: int) -> None:
     raw = _event({"clusterTime": Timestamp(seconds, inc)})
-    plan = compiled_statement(raw)
+    plan = _compiled(raw)
     assert plan is not None
     assert plan[6] == (seconds << 32) | inc
     assert EventPlanner(NamespaceMap(), compiled=False).raw(raw)[0] == plan[6]
@@ -231,7 +225,7 @@ def test_the_cluster_time_is_one_int_that_sorts_as_the_timestamp(seconds: int, i
 
 def test_an_event_out_of_scope_plans_no_write_but_keeps_its_place() -> None:
     raw = _event({"ns": {"db": "other", "coll": "x"}})
-    assert compiled_statement(raw) is not None
+    assert _compiled(raw) is not None
     time, token, transaction, item = EventPlanner(NamespaceMap(db="shop")).raw(raw)
     assert item is None
     assert transaction is None

@@ -15,7 +15,8 @@ What the bulk API did that matters here is done the same way:
   share a command body goes alone through the bulk API, whose document sequence carries it;
 * the first refused write stops the run (ordered) and raises
   :class:`~pymongo.errors.BulkWriteError` with the bulk API's ``details`` shape (its
-  ``writeErrors[0].index`` counts in the writes passed), and so does a write concern error;
+  ``writeErrors[0].index`` counts in the writes passed); a write concern error alone raises
+  :class:`~pymongo.errors.WriteConcernError` with its code, which the retry judges;
 * outside a transaction the command carries the writers' write concern (majority); inside
   one the commit does.
 
@@ -33,7 +34,7 @@ from bson.codec_options import CodecOptions
 from bson.raw_bson import RawBSONDocument
 from pymongo.client_session import ClientSession
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, WriteConcernError
 
 from shardstream.cluster_sync.apply_rules import CrudWrite
 from shardstream.cluster_sync.write_statements import DELETE, RawStatement
@@ -63,7 +64,8 @@ def send_statements(
 
     Raises:
         BulkWriteError: the first write the target refused (``details["writeErrors"][0]``,
-            its ``index`` in ``writes``; nothing after it was sent), or a write concern error.
+            its ``index`` in ``writes``; nothing after it was sent).
+        WriteConcernError: the writes were applied but not acknowledged as asked.
         pymongo.errors.PyMongoError: the command failed as a whole (a lost connection, say).
     """
     start = 0
@@ -115,22 +117,30 @@ def _send_alone(
 
 
 def _check(reply: Mapping[str, Any], offset: int) -> None:
-    """Raise the bulk API's error for a reply with a refused write or a write concern error."""
+    """Raise the bulk API's error for a reply with a refused write; a write concern error
+    alone as :class:`~pymongo.errors.WriteConcernError`, which the caller's retry sends again
+    when its code says the target is away (a stepped-down primary, say), as the tailers'
+    classification does."""
     errors = reply.get("writeErrors")
     concern = reply.get("writeConcernError")
     if not errors and not concern:
         return
-    details: dict[str, Any] = {
-        "writeErrors": [_decoded(error) for error in errors or ()][:1],
-        "writeConcernErrors": [_decoded(concern)] if concern else [],
-        "nInserted": 0,
-        "nUpserted": 0,
-        "nMatched": 0,
-        "nModified": 0,
-        "nRemoved": 0,
-        "upserted": [],
-    }
-    raise _offset(details, offset)
+    if not errors:
+        details = _decoded(concern)
+        raise WriteConcernError(str(details.get("errmsg")), details.get("code"), details)
+    raise _offset(
+        {
+            "writeErrors": [_decoded(error) for error in errors][:1],
+            "writeConcernErrors": [_decoded(concern)] if concern else [],
+            "nInserted": 0,
+            "nUpserted": 0,
+            "nMatched": 0,
+            "nModified": 0,
+            "nRemoved": 0,
+            "upserted": [],
+        },
+        offset,
+    )
 
 
 def _offset(details: dict[str, Any], offset: int) -> BulkWriteError:
