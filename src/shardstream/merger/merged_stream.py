@@ -29,6 +29,7 @@ from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, PerShardLookup
 from shardstream.transform import fields as f
+from shardstream.transform.options import StreamScope
 from shardstream.transform.stages.ensure_resume_token_present import EnsureResumeTokenPresent
 
 TOPOLOGY_REMOTE: Final = "config.shards"
@@ -189,6 +190,9 @@ class MergedStream:
     def _release(self, out: list[ChangeEvent], max_events: int) -> None:
         merger = self._merger
         classic_only = not self._options.show_expanded_events
+        # A whole-cluster stream never invalidates (stages/check_invalidate.py): with
+        # expanded events too, no event's type is read here (from its bytes, in Python).
+        typed = classic_only or self._options.scope is not StreamScope.CLUSTER
         while len(out) < max_events and not self.invalidated:
             # Popped a run at a time (the gate only moves when batches are added); a run
             # ends with a topology event, whose handling may add a remote.  Events popped
@@ -205,12 +209,13 @@ class MergedStream:
                 kept = self._ensure_token(event)
                 if kept is None:
                     continue
-                kind = kept.operation_type
-                if classic_only and kind not in f.CLASSIC_OPERATION_TYPES:
-                    continue
-                if kind == f.INVALIDATE:
-                    self.invalidated = True
-                    self._invalidate_token = kept.token
+                if typed:
+                    kind = kept.operation_type
+                    if classic_only and kind not in f.CLASSIC_OPERATION_TYPES:
+                        continue
+                    if kind == f.INVALIDATE:
+                        self.invalidated = True
+                        self._invalidate_token = kept.token
                 if self._filter is None or self._filter(kept.document):
                     out.append(kept)
                 if self.invalidated:
