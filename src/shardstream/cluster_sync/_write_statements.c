@@ -211,6 +211,10 @@ static PyObject *planned(const unsigned char *raw, Py_ssize_t len) {
         if (rc == FALLBACK) Py_RETURN_NONE;
         return NULL;
     }
+    /* The statement's bytes first: the parts after it allocate containers, and whatever a
+     * collection they trigger runs must find `out` free to use. */
+    PyObject *statement = PyBytes_FromStringAndSize(out.buf, out.len);
+    if (statement == NULL) return NULL;
     uint64_t time = u64(raw + f[F_TIME].pos); /* increment, then seconds: seconds << 32 | inc */
     int64_t number = txn.kind == 0x10 ? i32(raw + txn.pos) : (int64_t)u64(raw + txn.pos);
     PyObject *parts[9] = {
@@ -218,7 +222,7 @@ static PyObject *planned(const unsigned char *raw, Py_ssize_t len) {
         cached_text(&db_names, raw, ns[0]),
         cached_text(&coll_names, raw, ns[1]),
         route_of(raw, id[0]),
-        PyBytes_FromStringAndSize(out.buf, out.len),
+        statement,
         token_of(raw, f[F_ID]),
         PyLong_FromUnsignedLongLong((unsigned long long)time),
         in_transaction ? PyBytes_FromStringAndSize((const char *)raw + lsid.pos, lsid.end - lsid.pos)
