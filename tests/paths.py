@@ -28,6 +28,7 @@ import bson
 from bson.timestamp import Timestamp
 
 import shardstream
+from shardstream.change_stream import ChangeStream
 from shardstream.errors import ShardstreamError
 from shardstream.merger import MergedStream, TopologyBatch
 from shardstream.merger.raw.encoded_event import EncodedEvent
@@ -36,7 +37,6 @@ from shardstream.merger.topology import TopologySource
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.source import OplogBatch, OplogSource
 from shardstream.resume_token import decode_token_document
-from shardstream.stream import ChangeStream
 from shardstream.transform import ChangeEvent, ChangeStreamOptions, DocumentLookup, transform_oplog
 from shardstream.transform.field_list import FieldList
 from shardstream.transform.raw.event_writer import encode_event_document

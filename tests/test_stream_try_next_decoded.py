@@ -23,11 +23,11 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 import shardstream
+from shardstream.change_stream import ChangeStream
 from shardstream.cluster_sync.sync_event import SourceDocument, sync_event
 from shardstream.errors import ConfigurationError
 from shardstream.merger.raw.encoded_event import decode_event
 from shardstream.oplog.file_source import FileOplogSource
-from shardstream.stream import ChangeStream
 from tests import factories as make
 from tests.paths import strict
 

@@ -8,6 +8,7 @@ and global order.  Layers, in data-flow order (imports only point downward):
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from shardstream.errors import (
@@ -29,22 +30,21 @@ from shardstream.resume_token import (
 )
 
 if TYPE_CHECKING:
+    from shardstream.change_stream import ChangeStream
     from shardstream.cluster_sync import sync, verify
-    from shardstream.stream import ChangeStream, watch
+    from shardstream.stream import watch
 
 __version__ = "0.1.0"
 
 # watch() needs pymongo (~0.15 s to import); the offline commands (replay, token) never
 # do, so it is imported on first use and their start-up stays short.
-_LAZY = {"ChangeStream", "watch"}
+_LAZY = {"ChangeStream": "shardstream.change_stream", "watch": "shardstream.stream"}
 _LAZY_SYNC = {"sync", "verify"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from shardstream import stream
-
-        return getattr(stream, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _LAZY_SYNC:
         from shardstream import cluster_sync
 

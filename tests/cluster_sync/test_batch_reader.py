@@ -14,11 +14,11 @@ from typing import Any, cast
 import pytest
 from bson.timestamp import Timestamp
 
+from shardstream.change_stream import ChangeStream
 from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.errors import ChangeStreamHistoryLost, OplogError
 from shardstream.resume_token import encode_token, high_water_mark
-from shardstream.stream import ChangeStream
 from tests.sync_thread import wait_for
 
 

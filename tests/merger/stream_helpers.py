@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from shardstream.stream import ChangeStream
+from shardstream.change_stream import ChangeStream
 
 
 def collect(stream: ChangeStream, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -12,11 +12,11 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 import shardstream
+from shardstream.change_stream import ChangeStream
 from shardstream.cli.main import main
 from shardstream.emulator import EmulatedCluster
 from shardstream.merger.raw.encoded_event import leading_id
 from shardstream.oplog import OPLOG_CODEC_OPTIONS
-from shardstream.stream import ChangeStream
 from tests import factories as make
 from tests.deadlines import Deadline, returns_within
 from tests.oplog.live_helpers import load_committed
@@ -77,7 +77,7 @@ def test_raw_events_are_the_events_bytes_with_the_same_resume_tokens(
                 raise AssertionError("try_next_raw decoded an event")
 
             monkeypatch.setattr("shardstream.merger.raw.encoded_event.decode_event", refuse)
-            monkeypatch.setattr("shardstream.stream.leading_id", counted)
+            monkeypatch.setattr("shardstream.change_stream.leading_id", counted)
         with path.watch(cluster.uri, start_at_operation_time=T[1], max_await_time_ms=100) as s:
             raw = _drain(s, 4, raw=True)
     assert [bson.decode(r, codec_options=OPLOG_CODEC_OPTIONS) for r, _ in raw] == [

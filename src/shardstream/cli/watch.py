@@ -24,7 +24,7 @@ from shardstream.transform import ChangeStreamOptions
 from shardstream.transform.raw.extended_json import bson_to_json
 
 if TYPE_CHECKING:
-    from shardstream.stream import ChangeStream
+    from shardstream.change_stream import ChangeStream
 
 STATS_EVERY_S = 5.0
 

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from bson.timestamp import Timestamp
 
+from shardstream.change_stream import ChangeStream
 from shardstream.cluster_sync.apply_rules import CrudWrite, DdlChange
 from shardstream.cluster_sync.event_planner import (
     EventPlanner,
@@ -43,7 +44,6 @@ from shardstream.cluster_sync.event_planner import (
 )
 from shardstream.cluster_sync.namespace_map import NamespaceMap
 from shardstream.resume_token import decode_token_document
-from shardstream.stream import ChangeStream
 
 AHEAD: Final = 1  # batches read ahead of the one being applied
 WAIT_S: Final = 0.2  # nothing ready for this long: an empty batch (the run's control runs)

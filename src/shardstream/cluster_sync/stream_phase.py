@@ -17,6 +17,7 @@ from typing import Any
 
 from bson.timestamp import Timestamp
 
+from shardstream.change_stream import ChangeStream
 from shardstream.cluster_sync.batch_applier import BatchApplier
 from shardstream.cluster_sync.batch_reader import BatchReader
 from shardstream.cluster_sync.checkpoint import Checkpoint, CheckpointStore
@@ -29,7 +30,7 @@ from shardstream.cluster_sync.sync_cutover import CommitDriver, Cutover
 from shardstream.cluster_sync.sync_options import SyncOptions
 from shardstream.cluster_sync.sync_progress import SyncProgress
 from shardstream.resume_token import decode_token_document
-from shardstream.stream import ChangeStream, watch
+from shardstream.stream import watch
 
 
 class StreamEnd:
