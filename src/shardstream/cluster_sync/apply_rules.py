@@ -81,8 +81,8 @@ class CrudWrite:
         token: the event's resume token (named in conflict reports).
         transaction: ``(lsid bytes, txnNumber)`` of the event's transaction, or None.
 
-    The statement's parts (``key``, ``document``, ``update``) and the pymongo ``model`` are
-    decoded from it when asked: only a write addressed by the target's own shard key
+    The statement's parts (``key``, ``document``) and the pymongo ``model`` are decoded
+    from it when asked: only a write addressed by the target's own shard key
     (:mod:`.target_shard_key`) or met by a conflict needs them.
     """
 
@@ -105,23 +105,22 @@ class CrudWrite:
 
     @property
     def document(self) -> Mapping[str, Any] | None:
-        """An insert's or replace's ``fullDocument`` (as its bytes); else None."""
+        """An insert's or replace's ``fullDocument``; else None."""
         return statement_parts(self.statement)[1] if self.kind == REPLACE else None
-
-    @property
-    def update(self) -> Any:
-        """An update's pipeline or modifiers; else None."""
-        return statement_parts(self.statement)[1] if self.kind == UPDATE else None
 
     @property
     def model(self) -> WriteModel:
         """The write as pymongo's model of it."""
-        key, body = statement_parts(self.statement)
-        if self.kind == REPLACE:
-            return ReplaceOne(key, body, upsert=True)
-        if self.kind == UPDATE:
-            return UpdateOne(key, body, upsert=False)
-        return DeleteOne(key)
+        return model_of(self.kind, *statement_parts(self.statement))
+
+
+def model_of(kind: int, key: Mapping[str, Any], body: Any) -> WriteModel:
+    """pymongo's model of a write of ``kind`` to ``key`` (``body``: the document or update)."""
+    if kind == REPLACE:
+        return ReplaceOne(key, body, upsert=True)
+    if kind == UPDATE:
+        return UpdateOne(key, body, upsert=False)
+    return DeleteOne(key)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

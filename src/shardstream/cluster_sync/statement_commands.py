@@ -113,7 +113,10 @@ def _send_alone(
     try:
         collection.bulk_write([write.model], ordered=True, session=session)
     except BulkWriteError as exc:
-        raise _offset(dict(exc.details), index) from None
+        details = dict(exc.details)
+        if not details.get("writeErrors"):  # as _check gives it on the commands' path
+            raise _concern_error(details["writeConcernErrors"][0]) from None
+        raise _offset(details, index) from None
 
 
 def _check(reply: Mapping[str, Any], offset: int) -> None:
@@ -126,8 +129,7 @@ def _check(reply: Mapping[str, Any], offset: int) -> None:
     if not errors and not concern:
         return
     if not errors:
-        details = _decoded(concern)
-        raise WriteConcernError(str(details.get("errmsg")), details.get("code"), details)
+        raise _concern_error(_decoded(concern))
     raise _offset(
         {
             "writeErrors": [_decoded(error) for error in errors][:1],
@@ -141,6 +143,10 @@ def _check(reply: Mapping[str, Any], offset: int) -> None:
         },
         offset,
     )
+
+
+def _concern_error(details: Mapping[str, Any]) -> WriteConcernError:
+    return WriteConcernError(str(details.get("errmsg")), details.get("code"), details)
 
 
 def _offset(details: dict[str, Any], offset: int) -> BulkWriteError:

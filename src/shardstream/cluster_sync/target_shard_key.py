@@ -42,7 +42,7 @@ from pymongo import MongoClient
 from pymongo.errors import OperationFailure
 from pymongo.operations import DeleteOne, ReplaceOne, UpdateOne
 
-from shardstream.cluster_sync.apply_rules import CrudWrite, WriteModel
+from shardstream.cluster_sync.apply_rules import CrudWrite, WriteModel, model_of
 from shardstream.cluster_sync.namespace_map import Namespace
 from shardstream.cluster_sync.shard_target import catalog_collections
 from shardstream.cluster_sync.write_statements import REPLACE, UPDATE, statement_parts
@@ -223,7 +223,7 @@ def _addressed(
         return None, addressed_update(write, pinned)
     key, document = statement_parts(write.statement)
     if write.kind != REPLACE or all(path in key for path in fields):
-        return None, write.model
+        return None, model_of(write.kind, key, document)
     values = key_values(document, fields)
     differs = [{path: {"$ne": v}} for path, v in values.items()]
     stale = {"_id": key.get("_id"), **(differs[0] if len(differs) == 1 else {"$or": differs})}
