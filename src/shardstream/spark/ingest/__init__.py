@@ -1,8 +1,8 @@
 """``shardstream ingest``: the data source into the lakehouse tables, one streaming query.
 
 ``query`` builds and runs it (``settings``: what it reads and writes; ``batch_writers``: its
-``foreachBatch``), ``session`` the SparkSession, ``progress`` the progress line, ``demo``
-what ``make demo`` shows.
+``foreachBatch``), ``session`` the SparkSession (``spark_home``: its workers' pyspark),
+``progress`` the progress line, ``demo`` what ``make demo`` shows.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from shardstream.errors import ConfigurationError
+from shardstream.spark.ingest.spark_home import use_workers_spark_home
 from shardstream.spark.source.option_values import format_byte_size, parse_byte_size
 
 # Spark's driver refuses to start below 450 MiB of heap ("System memory ... must be at
@@ -98,6 +99,7 @@ def build_session(
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     config_dir = Path(tempfile.mkdtemp(prefix="shardstream-spark-"))
+    use_workers_spark_home(config_dir)  # read by the JVM this may start
     log4j = config_dir / "log4j2.properties"
     log4j.write_text(_LOG4J)
     cores = _cores(master)
