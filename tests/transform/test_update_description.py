@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 from shardstream.errors import TransformError
 from shardstream.transform.field_list import FieldList, mapping_from_pairs
-from shardstream.transform.update.update_description import (
+from shardstream.transform.update.legacy_update_description import (
     legacy_update_description,
-    parse_update_diff,
     raw_update_description,
 )
+from shardstream.transform.update.update_description import parse_update_diff
 from tests.strategies import DECIMALS, INT32, INT64, OBJECT_IDS, TEXT, TIMESTAMPS
 
 CANONICAL = json_util.CANONICAL_JSON_OPTIONS

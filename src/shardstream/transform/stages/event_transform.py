@@ -36,11 +36,11 @@ from shardstream.transform.stages.entry_fields import (
 )
 from shardstream.transform.stages.legacy_formats import new_shard_event_name
 from shardstream.transform.stages.view_event import VIEWS_COLLECTION, view_event
-from shardstream.transform.update.update_description import (
+from shardstream.transform.update.legacy_update_description import (
     legacy_update_description,
-    parse_update_diff,
     raw_update_description,
 )
+from shardstream.transform.update.update_description import parse_update_diff
 
 _OPS_WITHOUT_UUID: Final = frozenset({f.INVALIDATE, f.DROP_DATABASE, f.END_OF_TRANSACTION})
 

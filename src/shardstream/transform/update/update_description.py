@@ -5,8 +5,7 @@ validation of ``DocumentDiffReader``/``ArrayDiffReader`` from
 ``update/document_diff_serialization.cpp``: the same traversal order, the same
 dotted keys (repeats and odd dots included), the same ``disambiguatedPaths``, and
 the same error codes raised at the same point of the walk. Values are copied
-verbatim. Also holds 6.x's conversion of pre-5.0 modifier updates and the internal
-``rawUpdateDescription`` (``change_stream_event_transform.cpp``).
+verbatim. 6.x's description of pre-5.0 modifier updates: ``legacy_update_description``.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from bson.raw_bson import RawBSONDocument
 from shardstream.errors import TransformError
 from shardstream.transform.field_list import FieldList, mapping_from_pairs
 
-__all__ = ["legacy_update_description", "parse_update_diff", "raw_update_description"]
+__all__ = ["is_object", "object_pairs", "parse_update_diff", "shown"]
 
 _Part = str | int  # a field name, or an array index
 _Pairs = list[tuple[str, Any]]
@@ -51,12 +50,12 @@ def parse_update_diff(diff: Mapping[str, Any], *, with_disambiguated_paths: bool
     Raises:
         TransformError: the diff is malformed; ``code`` is the server's error code.
     """
-    if not _is_object(diff):
+    if not is_object(diff):
         raise TransformError(
-            f'expected entry field "o.diff" to be an object, got {_show(diff)}', code=40532
+            f'expected entry field "o.diff" to be an object, got {shown(diff)}', code=40532
         )
     builder = _Builder()
-    builder.document(_pairs(diff, builder))
+    builder.document(object_pairs(diff, builder))
     description: dict[str, Any] = {
         "updatedFields": mapping_from_pairs(builder.updated),
         "removedFields": builder.removed,
@@ -65,38 +64,6 @@ def parse_update_diff(diff: Mapping[str, Any], *, with_disambiguated_paths: bool
     if with_disambiguated_paths:
         description["disambiguatedPaths"] = mapping_from_pairs(builder.disambiguated)
     return description
-
-
-def legacy_update_description(o: Mapping[str, Any]) -> dict[str, Any]:
-    """6.x's ``updateDescription`` for a pre-5.0 modifier update (``$v`` 1 or missing).
-
-    ``updatedFields`` is ``o.$set`` as is (``{}`` when absent) and ``removedFields``
-    the field names of ``o.$unset`` (none unless it is an object). There is no
-    ``truncatedArrays`` and no ``disambiguatedPaths``. 7.0 and later reject such
-    entries instead (error 6741200, raised by the caller).
-
-    Raises:
-        TransformError: ``o`` is not an object (server code 40532).
-    """
-    if not _is_object(o):
-        raise TransformError(
-            f'expected entry field "o" to be an object, got {_show(o)}', code=40532
-        )
-    fields = dict(reversed(_pairs(o, None)))  # reversed: the first of a repeated name wins
-    unset = fields.get("$unset")
-    return {
-        "updatedFields": fields.get("$set", {}),
-        "removedFields": [name for name, _ in _pairs(unset, None)] if _is_object(unset) else [],
-    }
-
-
-def raw_update_description(o: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The internal ``rawUpdateDescription``: the oplog entry's ``o``, untouched.
-
-    That is ``{$v: 2, diff: {...}}`` for delta updates and the modifier object for
-    older ones; replacements never get one.
-    """
-    return o
 
 
 class _Builder:
@@ -168,10 +135,10 @@ class _Builder:
                     f"{self.where()}, got section {name!r}{after}",
                     4770503,
                 )
-            if not _is_object(value):
+            if not is_object(value):
                 raise _error(
                     f"expected section {name!r} at {self.where()} to be an object, got "
-                    f"{_show(value)}",
+                    f"{shown(value)}",
                     4770507,
                 )
             if kind == "s":
@@ -180,9 +147,9 @@ class _Builder:
             sections[kind] = value
             previous = kind
         for kind in "uib":
-            for name, value in _pairs(sections.get(kind), self):
+            for name, value in object_pairs(sections.get(kind), self):
                 self.add_updated(name, value)
-        for name, _ in _pairs(sections.get("d"), self):
+        for name, _ in object_pairs(sections.get("d"), self):
             self.push(name)
             self.removed.append(self.dotted())
             self.record()
@@ -194,10 +161,10 @@ class _Builder:
                     f"got {name!r}",
                     4770514,
                 )
-            if not _is_object(value):
+            if not is_object(value):
                 raise _error(
                     f"expected sub-diff {name!r} at {self.where()} to be an object, got "
-                    f"{_show(value)}",
+                    f"{shown(value)}",
                     470510,
                 )
             self.push(name[1:])
@@ -205,7 +172,7 @@ class _Builder:
             self.pop()
 
     def sub_diff(self, value: Any) -> None:
-        pairs = _pairs(value, self)
+        pairs = object_pairs(value, self)
         if pairs and pairs[0][0] == "a":
             self.array(pairs)
         else:
@@ -217,7 +184,7 @@ class _Builder:
         if not isinstance(header, bool):
             raise _error(
                 f"expected array diff header 'a' at {self.where()} to be a bool, got "
-                f"{_show(header)}",
+                f"{shown(header)}",
                 4770519,
             )
         if not header:
@@ -228,7 +195,7 @@ class _Builder:
             if not _is_int32(new_size):
                 raise _error(
                     f"expected the new size 'l' at {self.where()} to be an int32, got "
-                    f"{_show(new_size)}",
+                    f"{shown(new_size)}",
                     4770507,
                 )
             self.truncated.append({"field": self.dotted(), "newSize": int(new_size)})
@@ -251,10 +218,10 @@ class _Builder:
             if name[0] == "u":
                 self.add_updated(index, value)
             elif name[0] == "s":
-                if not _is_object(value):
+                if not is_object(value):
                     raise _error(
                         f"expected sub-diff {name!r} at {self.where()} to be an object, got "
-                        f"{_show(value)}",
+                        f"{shown(value)}",
                         4770501,
                     )
                 self.push(index)
@@ -272,13 +239,14 @@ def _error(message: str, code: int) -> TransformError:
     return TransformError(message, code=code)
 
 
-def _is_object(value: Any) -> bool:
+def is_object(value: Any) -> bool:
     # pymongo decodes an object holding $ref and $id as a DBRef; it is still an object.
     return isinstance(value, Mapping | DBRef)
 
 
-def _pairs(value: Any, builder: _Builder | None) -> _Pairs:
-    """Every field of an object in order, repeated names included (none for a non-object)."""
+def object_pairs(value: Any, builder: _Builder | None) -> _Pairs:
+    """Every field of an object in order, repeated names included (none for a non-object);
+    ``builder`` says where a corrupt object lies (None: "the entry")."""
     if isinstance(value, DBRef):
         value = value.as_doc()
     if isinstance(value, RawBSONDocument):
@@ -313,5 +281,6 @@ def _is_int32(value: Any) -> bool:
     )
 
 
-def _show(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A value as an error message quotes it: its type and a short repr."""
     return f"{type(value).__name__} {_repr.repr(value)}"
