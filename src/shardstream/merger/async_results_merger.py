@@ -25,6 +25,7 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from shardstream.errors import MergeError
+from shardstream.merger.remote_batches import check_remote_batch, monitor_promise_eligible
 from shardstream.resume_token import ResumeToken
 from shardstream.transform import ChangeEvent
 
@@ -36,7 +37,7 @@ class _Remote:
     promise: ResumeToken | None = None
     exhausted: bool = False
     # The config.shards monitor's promise gates the merge like any other, but it may only
-    # become the high-water mark under _config_cursor_eligible's rules; shards always may.
+    # become the high-water mark under monitor_promise_eligible's rules; shards always may.
     config_cursor: bool = False
     eligible_for_high_water_mark: bool = True
 
@@ -130,29 +131,15 @@ class AsyncResultsMerger:
         if remote.exhausted:
             raise MergeError(f"remote {name!r} is exhausted, but sent another batch")
         previous = remote.promise
-        floor = previous.data if previous is not None else ""
-        for event in events:
-            key = event.token.data
-            if key <= floor:
-                raise MergeError(
-                    f"remote {name!r}: expected events above its previous promise "
-                    f"{floor!r} in increasing order, got {key!r}"
-                )
-            floor = key
+        check_remote_batch(name, events, previous, promise)
         if promise is not None:
-            if previous is not None and promise.data < previous.data:
-                raise MergeError(
-                    f"remote {name!r}: its promise went backwards, from {previous.data!r} to "
-                    f"{promise.data!r}"
-                )
-            if events and promise.data < events[-1].token.data:
-                raise MergeError(
-                    f"remote {name!r}: expected a promise at or above its last event "
-                    f"{events[-1].token.data!r}, got {promise.data!r}"
-                )
             if remote.config_cursor:
-                remote.eligible_for_high_water_mark = self._config_cursor_eligible(
-                    remote, promise, has_events=bool(events)
+                remote.eligible_for_high_water_mark = monitor_promise_eligible(
+                    self._high_water_mark,
+                    remote.promise,
+                    promise,
+                    was_eligible=remote.eligible_for_high_water_mark,
+                    has_events=bool(events),
                 )
             if previous is not None:
                 self._promises.remove((previous.data, remote_id))
@@ -167,25 +154,6 @@ class AsyncResultsMerger:
             self._open_remotes -= 1
             if remote.promise is not None:
                 self._promises.remove((remote.promise.data, remote_id))
-
-    def _config_cursor_eligible(
-        self, remote: _Remote, promise: ResumeToken, *, has_events: bool
-    ) -> bool:
-        """Whether the monitor's new promise may become the high-water mark.
-
-        As ``_checkHighWaterMarkEligibility`` (SERVER-47810): not while the promise is
-        below the mark (a start time in the future is held), not for a batch with events
-        (their tokens are not resumable), and after an ineligible batch only once the
-        promise strictly increases (an equal promise may still be an internal event's token).
-        """
-        current = self._high_water_mark
-        if current is not None and promise.data < current.data:
-            return False
-        if has_events:
-            return False
-        if remote.eligible_for_high_water_mark:
-            return True
-        return remote.promise is not None and promise.data > remote.promise.data
 
     def _push(self, remote_id: int, remote: _Remote) -> None:
         self._sequence += 1
