@@ -5,11 +5,8 @@ same tail loop, retry rules, history checks and majority-bounded promises) readi
 BSON, and ships each batch to the parent as one message of the entries' bytes as the
 server sent them; the parent decodes them with the oplog codec options, so the merger
 sees what a thread tailer hands it. Cursor work leaves the parent's GIL, for a pipe
-copy of every entry and a spawn per shard (``benchmarks/README.md`` weighs both).
-
-Messages are ``tag + payload`` byte strings on a duplex pipe: the child sends batches
-(``B``), idle promises (``P``), errors (``E``), fetched entries (``F``/``G``) and log
-records (``L``); the parent sends fetch requests (``f``) and stop (``s``).
+copy of every entry and a spawn per shard (``benchmarks/README.md`` weighs both). The
+child's side, and the messages on the pipe: ``tailer_child``.
 """
 
 from __future__ import annotations
@@ -18,10 +15,8 @@ import contextlib
 import logging
 import multiprocessing
 import struct
-import threading
 from collections import deque
 from collections.abc import Mapping
-from multiprocessing.connection import Connection
 from typing import Any, Final
 
 import bson
@@ -32,15 +27,14 @@ from bson.timestamp import Timestamp
 from shardstream.errors import ChangeStreamHistoryLost, ConfigurationError, OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS, RAW_OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live import tailer as live_source
+from shardstream.oplog.live.tailer_child import TS, child_main
 from shardstream.oplog.read_preference import check_read_preference
 from shardstream.oplog.redaction import redact_text, redact_uri
 from shardstream.oplog.source import Handout, OplogBatch
 
 # spawn, not fork: a forked child would inherit the locks of the parent's threads as is.
 _CONTEXT: Final = multiprocessing.get_context("spawn")
-_TS: Final = struct.Struct(">II")
 _read_int32: Final = struct.Struct("<i").unpack_from
-_CHILD_POLL_S: Final = 0.002  # how long an idle child waits for a request before re-polling
 _STOP_GRACE_S: Final = 5.0  # beyond await_ms, before close() terminates a child
 _ERRORS: Final = {e.__name__: e for e in (OplogError, ChangeStreamHistoryLost, ConfigurationError)}
 _log = logging.getLogger(__name__)
@@ -95,7 +89,7 @@ class ProcessOplogSource:
         self._conn, child_conn = _CONTEXT.Pipe(duplex=True)
         args = (child_conn, options, logging.getLogger(live_source.__name__).getEffectiveLevel())
         self._process = _CONTEXT.Process(
-            target=_child_main, args=args, name=f"oplog-tail-{name}", daemon=True
+            target=child_main, args=args, name=f"oplog-tail-{name}", daemon=True
         )
         try:
             self._process.start()
@@ -147,7 +141,7 @@ class ProcessOplogSource:
                 except (BSONError, ValueError) as exc:  # the thread tailer's verdict
                     raise OplogError(f"corrupt BSON entry in {self._where}: {exc}") from exc
             elif message is not None:  # "P": the child's message order keeps this safe
-                idle = Timestamp(*_TS.unpack_from(message, 1))
+                idle = Timestamp(*TS.unpack_from(message, 1))
                 if out.promise is None or idle > out.promise:
                     out.promise = idle
                     return OplogBatch((), idle)
@@ -162,7 +156,7 @@ class ProcessOplogSource:
         if self._handout.failure is not None or self._closed:
             raise OplogError(f"{self._where}: cannot read the entry at {ts!r}: tailer stopped")
         with contextlib.suppress(OSError):  # a dead child is reported by the reads below
-            self._conn.send_bytes(b"f" + _TS.pack(ts.time, ts.inc))
+            self._conn.send_bytes(b"f" + TS.pack(ts.time, ts.inc))
         while True:  # bounded: the child answers, fails, or dies (EOF)
             message = self._receive(block=True, keep=True)
             if message is None:
@@ -245,75 +239,3 @@ def _rebuild(payload: bytes, where: str) -> Exception:
 def _relog(payload: bytes) -> None:
     level, logger, message = payload.decode("utf-8", "replace").split("\0", 2)
     logging.getLogger(logger).log(int(level), "%s (tailer process)", message)
-
-
-class _PipeLogHandler(logging.Handler):
-    """Forwards the child tailer's log records to the parent's loggers."""
-
-    def __init__(self, send: Any) -> None:
-        super().__init__()
-        self._send = send
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = f"{record.levelno}\0{record.name}\0{record.getMessage()}"
-            self._send(b"L" + text.encode())
-        except Exception:  # a log record must never kill the tailer
-            self.handleError(record)
-
-
-def _child_main(conn: Connection, options: dict[str, Any], log_level: int) -> None:
-    """The child: tail with a LiveOplogSource and forward everything to ``conn``."""
-    send_lock = threading.Lock()  # log records come from the tailer's thread too
-
-    def send(message: bytes) -> None:
-        with send_lock:
-            conn.send_bytes(message)
-
-    logger = logging.getLogger("shardstream")
-    logger.setLevel(log_level)
-    logger.addHandler(_PipeLogHandler(send))
-    logger.propagate = False
-    source: live_source.LiveOplogSource | None = None
-    try:
-        source = _raw_source(options)
-        _serve(source, conn, send, options["batch_size"])
-    except (EOFError, OSError):
-        pass  # the parent closed the pipe: stop
-    except Exception as exc:
-        text = f"{type(exc).__name__}\0{redact_text(str(exc))}"  # tailer errors are redacted
-        with contextlib.suppress(OSError):
-            send(b"E" + text.encode())
-    finally:
-        if source is not None:
-            source.close()
-        conn.close()
-
-
-def _raw_source(options: dict[str, Any]) -> live_source.LiveOplogSource:
-    # Raw documents: batches leave as the server's bytes, decoded once, in the parent.
-    return live_source.LiveOplogSource(**options, codec_options=RAW_OPLOG_CODEC_OPTIONS)
-
-
-def _serve(source: live_source.LiveOplogSource, conn: Connection, send: Any, size: int) -> None:
-    while True:  # bounded: ends on stop, on EOF (OSError/EOFError), or on an error
-        batch = source.next_batch(size)
-        if batch is not None and batch.entries:
-            send(b"B" + b"".join(_raw(entry) for entry in batch.entries))
-        elif batch is not None and batch.promise is not None:
-            send(b"P" + _TS.pack(batch.promise.time, batch.promise.inc))
-        if conn.poll(0 if batch is not None else _CHILD_POLL_S):
-            request = conn.recv_bytes()
-            if request[:1] != b"f":
-                return  # "s": stop
-            try:
-                entry = source.fetch_entry(Timestamp(*_TS.unpack_from(request, 1)))
-                send(b"F" + (b"" if entry is None else _raw(entry)))
-            except OplogError as exc:
-                send(b"G" + f"{type(exc).__name__}\0{exc}".encode())
-
-
-def _raw(entry: Mapping[str, Any]) -> bytes:
-    if not isinstance(entry, RawBSONDocument):
-        raise OplogError(f"internal: the child tailer produced {type(entry).__name__}, not raw")
-    return bytes(entry.raw)
