@@ -156,14 +156,24 @@ def test_a_last_entry_before_the_samples_is_a_defect(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["none", "large entries", "bad length", "cut at the end", "out of order", "empty"],
+    [
+        "none",
+        "large entries",
+        "bad length",
+        "cut at the end",
+        "out of order",
+        "empty",
+        "unusual sample",
+        "corrupt sample",
+        "past the clock",
+    ],
 )
 def test_the_compiled_framing_builds_the_python_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
 ) -> None:
     from shardstream.oplog import ts_index as module
 
-    if module._skip is None:
+    if module._index_run is None:
         pytest.fail("shardstream.oplog._framing is not built (setup.py builds it)")
     entries = _entries(20_000, seed=7)  # ~3.5 MB: several of the builder's 1 MiB reads
     if damage == "large entries":
@@ -171,7 +181,15 @@ def test_the_compiled_framing_builds_the_python_index(
             entries[number]["o"]["pad"] = "y" * (SAMPLE_BYTES // 2 + number)
     if damage == "out of order":
         entries[STRIDE * 400]["ts"] = Timestamp(1, 1)  # a sampled entry
+    if damage == "unusual sample":  # C leaves a non-ASCII name to Python, which reads it
+        entries[STRIDE * 100]["ns"] = "café.orders"
+    if damage == "past the clock":
+        entries[STRIDE * 300]["ts"] = Timestamp(2**31, 1)
+    if damage == "corrupt sample":
+        entries[STRIDE * 200]["ns"] = "zz.zz"
     data = b"".join(bson.encode(entry) for entry in entries)
+    if damage == "corrupt sample":  # not UTF-8: pymongo's reading fails there
+        data = data.replace(b"zz.zz", b"\xff\xfe.zz")
     if damage == "bad length":
         at = len(b"".join(bson.encode(entry) for entry in entries[:15_001]))
         data = data[:at] + b"\xff\xff\xff\x7f" + data[at + 4 :]
@@ -182,7 +200,7 @@ def test_the_compiled_framing_builds_the_python_index(
     (tmp_path / "c.bson").write_bytes(data)
     (tmp_path / "p.bson").write_bytes(data)
     compiled = ts_index(str(tmp_path / "c.bson"))
-    monkeypatch.setattr(module, "_skip", None)
+    monkeypatch.setattr(module, "_index_run", None)
     python = ts_index(str(tmp_path / "p.bson"))
     assert (compiled.times, compiled.offsets, compiled.ordinals, compiled.last) == (
         python.times,
@@ -195,4 +213,6 @@ def test_the_compiled_framing_builds_the_python_index(
         for index, name in ((compiled, "c.bson"), (python, "p.bson"))
     ]
     assert described[0] == described[1]
-    assert (described[0] is None) == (damage in ("none", "large entries", "empty"))
+    assert (described[0] is None) == (
+        damage in ("none", "large entries", "empty", "unusual sample")
+    )

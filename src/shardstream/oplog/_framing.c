@@ -1,55 +1,39 @@
-/* Skipping over BSON documents by their length prefixes, in C: the hot loop of ts_index.
+/* The hot loop of ts_index, in C: framing BSON documents by their length prefixes and
+ * reading the sampled ones' `ts`.
  *
- * skip(data, position, entries, before, largest) walks the documents framed in `data` from
- * byte `position`: it passes at most `entries` of them, and none that starts at or after
- * byte `before`, and stops early at a length prefix outside [5, largest] or at a document
- * that `data` does not hold whole. It returns (position, passed, last), where `position`
- * is where it stopped, `passed` how many documents it passed and `last` the start of the
- * last one (-1: none). What it stops on (a bad prefix, a cut document, the next sample) is
- * the caller's to read: ts_index's Python loop, which holds the same rules and is the
- * reference (tests/oplog/test_ts_index.py checks the two give the same index).
+ * index_run(data, position, count, base, largest, stride, sample_bytes, clock_bits, times,
+ * offsets, ordinals) walks the documents framed in `data` from byte `position` (`count`
+ * documents of the file before it, `data[0]` at file offset `base`). A document is a
+ * sample when it is the file's first, the `stride`-th after the last sample, or starts
+ * `sample_bytes` or more after it (the lists' last items); a sample's `ts` key, offset
+ * and ordinal are appended to the three lists. It stops before the first document it
+ * cannot pass cleanly: fewer than 4 bytes left, a length prefix outside [5, largest], a
+ * document `data` does not hold whole, or a sample whose `ts` top_level_ts does not vouch
+ * for, that has a bit of `clock_bits` set, or that does not increase. It returns
+ * (position, count, last): where it stopped, the documents counted so far, and the start
+ * of the last document passed (-1: none). What it stops on is ts_index's Python loop's to
+ * read, which holds the same rules and is the reference (tests/oplog/test_ts_index.py
+ * checks the two give the same index, defects included).
  *
- * Why: a planner indexes every file it plans windows over, reading every entry's length;
- * in Python that loop cost ~2 us an entry, the driver's largest cost per event.
+ * sample_ts(data, position, size): the same reading of one document's `ts` (None where it
+ * does not vouch), for the Python loop's samples.
  *
- * sample_ts(data, position, size) reads the top-level Timestamp `ts` of the document of
- * `size` bytes at `position` as (time << 32) | inc, walking its top level as pymongo's
- * RawBSONDocument does to read it. It vouches only for what it is sure that reading gives
- * without an error: every top-level element of a type whose bounds it checks as pymongo
- * does (arrays and the rarer types excluded), names and strings in ASCII (pymongo decodes
- * them as strict UTF-8), exactly one way to end, and a `ts` of type Timestamp (the last
- * one, as a dict keeps it). Anything else returns None, and ts_index's Python reading
- * (the reference) gives the verdict: the value or the defect's message.
- * Why: decoding each sampled entry's top level in Python (~6 us, one in 32 entries) was
- * most of an index's cost, paid by the driver (the progress's source time) and by the
- * planner, each time a process meets a file.
+ * top_level_ts reads the top-level Timestamp `ts` as (time << 32) | inc, walking the top
+ * level as pymongo's RawBSONDocument does to read it. It vouches only for what it is sure
+ * that reading gives without an error: every top-level element of a type whose bounds it
+ * checks as pymongo does (arrays and the rarer types excluded), names and strings in ASCII
+ * (pymongo decodes them as strict UTF-8), the document ending where its length says, and a
+ * `ts` of type Timestamp (the last one, as a dict keeps it). Anything else is left to
+ * ts_index's Python reading (the reference), which gives the value or the defect's message.
+ *
+ * Why: a planner indexes every file it plans windows over, and the driver each file of a
+ * bounded ingest (the progress's source time): in Python, framing cost ~2 us an entry and
+ * decoding a sample's top level ~6 us (one in 32 entries), the driver's largest cost per
+ * event.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-
-static PyObject *skip(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer view;
-    Py_ssize_t position, entries, before, largest;
-    if (!PyArg_ParseTuple(args, "y*nnnn", &view, &position, &entries, &before, &largest))
-        return NULL;
-    const unsigned char *data = (const unsigned char *)view.buf;
-    Py_ssize_t length = view.len, passed = 0, last = -1;
-    if (position < 0) position = 0;
-    while (passed < entries && position < before && length - position >= 4) {
-        const unsigned char *p = data + position;
-        int32_t size = (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-                                 ((uint32_t)p[3] << 24));
-        if (size < 5 || (Py_ssize_t)size > largest || (Py_ssize_t)size > length - position)
-            break;
-        last = position;
-        position += size;
-        passed++;
-    }
-    PyBuffer_Release(&view);
-    return Py_BuildValue("nnn", position, passed, last);
-}
 
 static int32_t read_int32(const unsigned char *p) {
     return (int32_t)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
@@ -92,44 +76,112 @@ static Py_ssize_t value_size(unsigned char type, const unsigned char *p, const u
     }
 }
 
+/* The top-level Timestamp `ts` of the document of `size` bytes at `doc`; *vouched is 0
+ * where pymongo's reading is to decide (see the module comment). */
+static unsigned long long top_level_ts(const unsigned char *doc, Py_ssize_t size, int *vouched) {
+    int found = 0;
+    unsigned long long key = 0;
+    *vouched = 0;
+    if (size < 5 || read_int32(doc) != size || doc[size - 1] != 0) return 0;
+    const unsigned char *p = doc + 4, *end = doc + size - 1;
+    while (p < end) {
+        unsigned char type = *p++;
+        const unsigned char *name = p;
+        while (p < end && *p != 0) p++;
+        if (p >= end || !ascii(name, p - name)) return 0;
+        Py_ssize_t name_length = p - name;
+        p++; /* the name's NUL */
+        Py_ssize_t value = value_size(type, p, end);
+        if (value < 0) return 0;
+        if (name_length == 2 && name[0] == 't' && name[1] == 's') {
+            if (type != 0x11) return 0;
+            found = 1; /* increment, then seconds: both little-endian uint32 */
+            key = ((unsigned long long)(uint32_t)read_int32(p + 4) << 32) |
+                  (uint32_t)read_int32(p);
+        }
+        p += value;
+    }
+    *vouched = found && p == end;
+    return key;
+}
+
 static PyObject *sample_ts(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     Py_ssize_t position, size;
     if (!PyArg_ParseTuple(args, "y*nn", &view, &position, &size)) return NULL;
-    const unsigned char *data = (const unsigned char *)view.buf;
-    int found = 0, clean = 0;
+    int vouched = 0;
     unsigned long long key = 0;
-    if (position >= 0 && size >= 5 && size <= view.len - position &&
-        read_int32(data + position) == size && data[position + size - 1] == 0) {
-        const unsigned char *p = data + position + 4, *end = data + position + size - 1;
-        clean = 1;
-        while (p < end) {
-            unsigned char type = *p++;
-            const unsigned char *name = p;
-            while (p < end && *p != 0) p++;
-            if (p >= end || !ascii(name, p - name)) { clean = 0; break; }
-            Py_ssize_t name_length = p - name;
-            p++; /* the name's NUL */
-            Py_ssize_t value = value_size(type, p, end);
-            if (value < 0) { clean = 0; break; }
-            if (name_length == 2 && name[0] == 't' && name[1] == 's') {
-                if (type != 0x11) { clean = 0; break; }
-                found = 1; /* increment, then seconds: both little-endian uint32 */
-                key = ((unsigned long long)(uint32_t)read_int32(p + 4) << 32) |
-                      (uint32_t)read_int32(p);
-            }
-            p += value;
-        }
-        if (p != end) clean = 0;
-    }
+    if (position >= 0 && size >= 5 && size <= view.len - position)
+        key = top_level_ts((const unsigned char *)view.buf + position, size, &vouched);
     PyBuffer_Release(&view);
-    if (!clean || !found) Py_RETURN_NONE;
+    if (!vouched) Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(key);
 }
 
+/* The last item of `list` as a C integer (0: the list is empty). */
+static unsigned long long last_item(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    return n ? PyLong_AsUnsignedLongLong(PyList_GET_ITEM(list, n - 1)) : 0;
+}
+
+static int append_owned(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+static PyObject *index_run(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t position, count, base, largest, stride, sample_bytes;
+    unsigned long long clock_bits;
+    PyObject *times, *offsets, *ordinals;
+    if (!PyArg_ParseTuple(args, "y*nnnnnnKO!O!O!", &view, &position, &count, &base, &largest,
+                          &stride, &sample_bytes, &clock_bits, &PyList_Type, &times,
+                          &PyList_Type, &offsets, &PyList_Type, &ordinals))
+        return NULL;
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t length = view.len, last = -1;
+    int sampled = PyList_GET_SIZE(ordinals) > 0;
+    unsigned long long last_time = last_item(times);
+    Py_ssize_t last_offset = (Py_ssize_t)last_item(offsets);
+    Py_ssize_t last_ordinal = (Py_ssize_t)last_item(ordinals);
+    if (PyErr_Occurred()) goto failed;
+    if (position < 0) position = 0;
+    while (length - position >= 4) {
+        int32_t size = read_int32(data + position);
+        if (size < 5 || (Py_ssize_t)size > largest || (Py_ssize_t)size > length - position)
+            break;
+        Py_ssize_t at = base + position;
+        if (!sampled || count - last_ordinal >= stride || at - last_offset >= sample_bytes) {
+            int vouched;
+            unsigned long long key = top_level_ts(data + position, size, &vouched);
+            if (!vouched || (key & clock_bits) || (sampled && key <= last_time)) break;
+            if (append_owned(times, PyLong_FromUnsignedLongLong(key)) ||
+                append_owned(offsets, PyLong_FromSsize_t(at)) ||
+                append_owned(ordinals, PyLong_FromSsize_t(count)))
+                goto failed;
+            sampled = 1;
+            last_time = key;
+            last_offset = at;
+            last_ordinal = count;
+        }
+        last = position;
+        position += size;
+        count++;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("nnn", position, count, last);
+failed:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
-    {"skip", skip, METH_VARARGS, "Pass over framed BSON documents (see the module comment)."},
+    {"index_run", index_run, METH_VARARGS,
+     "Frame and sample documents into the index's lists (see the module comment)."},
     {"sample_ts", sample_ts, METH_VARARGS,
      "A document's top-level Timestamp ts as an integer, or None (see the module comment)."},
     {NULL, NULL, 0, NULL},

@@ -1,4 +1,15 @@
-def skip(
-    data: bytes, position: int, entries: int, before: int, largest: int, /
+def index_run(
+    data: bytes,
+    position: int,
+    count: int,
+    base: int,
+    largest: int,
+    stride: int,
+    sample_bytes: int,
+    clock_bits: int,
+    times: list[int],
+    offsets: list[int],
+    ordinals: list[int],
+    /,
 ) -> tuple[int, int, int]: ...
 def sample_ts(data: bytes, position: int, size: int, /) -> int | None: ...

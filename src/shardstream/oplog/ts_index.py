@@ -7,8 +7,8 @@ Spark task's time).  The index records the ``ts``, byte offset and ordinal of ev
 :data:`STRIDE`-th entry, and of every entry that starts :data:`SAMPLE_BYTES` or more after
 the sample before it (large documents: a planner sizing batches in bytes then never has
 more than about that much, or one entry, of a shard's data between two samples); it is
-built in one pass that reads only the documents' length prefixes (in C, ``_framing.c``,
-between two samples) and decodes the sampled entries alone.  A reader seeks to the last
+built in one pass that reads only the documents' length prefixes and the sampled entries'
+top level (in C, ``_framing.c``, which leaves anything unusual to the Python loop here).  A reader seeks to the last
 sample before T and skips at most a stride of entries, as the server's oplog scan skips to
 its start.
 
@@ -37,10 +37,10 @@ from shardstream.oplog.raw_file_reader import framing_error, read_size
 from shardstream.oplog.ts_order import OUT_OF_CLOCK_BITS, clock_limit_error
 
 try:
+    from shardstream.oplog._framing import index_run as _index_run
     from shardstream.oplog._framing import sample_ts as _sample_ts
-    from shardstream.oplog._framing import skip as _skip
 except ImportError:  # installed without a C compiler: every entry is framed in Python
-    _skip = _sample_ts = None  # type: ignore[assignment]
+    _index_run = _sample_ts = None  # type: ignore[assignment]
 
 STRIDE: Final = 32
 SAMPLE_BYTES: Final = 1 << 20
@@ -124,18 +124,24 @@ def _build(path: str) -> TsIndex:
                 position = 0
                 last_at = -1
                 while defect is None and position + 4 <= len(data):
-                    if _skip is not None and ordinals:
-                        # Pass, in C, the entries up to the next sample (by count or bytes).
-                        position, passed, skipped_to = _skip(
+                    if _index_run is not None:
+                        # In C, every entry it passes cleanly (samples included); it stops
+                        # where this loop is to decide (see _framing.c).
+                        position, count, passed_to = _index_run(
                             data,
                             position,
-                            ordinals[-1] + STRIDE - count,
-                            offsets[-1] + SAMPLE_BYTES - base,
+                            count,
+                            base,
                             MAX_OPLOG_ENTRY_SIZE,
+                            STRIDE,
+                            SAMPLE_BYTES,
+                            OUT_OF_CLOCK_BITS,
+                            times,
+                            offsets,
+                            ordinals,
                         )
-                        if passed:
-                            count += passed
-                            last_at = skipped_to
+                        if passed_to >= 0:
+                            last_at = passed_to
                         if position + 4 > len(data):
                             break
                     size = unpack_from(data, position)[0]
@@ -199,7 +205,7 @@ def _timestamp(key: int) -> Timestamp:
 def _sampled_ts(data: bytes, position: int, size: int, path: str, offset: int) -> int:
     """The ``ts`` of the entry of ``size`` bytes at ``data[position:]``, as :func:`_ts_of`
     reads it (the compiled reading when it vouches for the entry, else that one)."""
-    if _sample_ts is not None and _skip is not None:
+    if _sample_ts is not None and _index_run is not None:
         key = _sample_ts(data, position, size)
         if key is not None and not key & OUT_OF_CLOCK_BITS:
             return key
