@@ -47,6 +47,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,8 @@ def _ingest(work: str, master: str, batch: str, sink: str) -> dict[str, Any]:
         "maxEventsPerTrigger": batch,
     }
     settings = IngestSettings(
-        table=Path(work) / f"lake-{sink}-{master[6]}",
+        # A new lakehouse per run: a repeat must not find the batches committed already.
+        table=Path(tempfile.mkdtemp(prefix=f"lake-{sink}-{master[6]}-", dir=work)),
         source_options=options,
         bounded=True,
         mirror=sink != "changelog",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,12 @@ def _in_new_process(work: Path, master: str, mode: str, batch: str) -> dict[str,
     )
 
 
+def _fresh_checkpoint(work: str, name: str) -> str:
+    """A new checkpoint directory in ``work``: a run of the same settings before must not
+    leave this one its offsets (it would resume at the end and read nothing)."""
+    return tempfile.mkdtemp(prefix=f"{name}-", dir=work)
+
+
 def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
     from shardstream.spark import register
     from shardstream.spark.ingest.session import build_session
@@ -98,7 +105,9 @@ def _one(work: str, master: str, mode: str, batch: str) -> dict[str, Any]:
     with CpuByKind() as usage:
         query = (
             events.writeStream.format("noop")
-            .option("checkpointLocation", str(Path(work) / f"noop-{master[6]}-{mode}-{batch}"))
+            .option(
+                "checkpointLocation", _fresh_checkpoint(work, f"noop-{master[6]}-{mode}-{batch}")
+            )
             .trigger(availableNow=True)
             .start()
         )
