@@ -179,6 +179,7 @@ def test_the_compiled_framing_builds_the_python_index(
     if damage == "large entries":
         for number in (5, 6, 700, 9_000):
             entries[number]["o"]["pad"] = "y" * (SAMPLE_BYTES // 2 + number)
+        entries[12_345]["o"]["pad"] = "z" * (SAMPLE_BYTES * 5 // 2)  # over one read
     if damage == "out of order":
         entries[STRIDE * 400]["ts"] = Timestamp(1, 1)  # a sampled entry
     if damage == "unusual sample":  # C leaves a non-ASCII name to Python, which reads it

@@ -1,5 +1,5 @@
 def index_run(
-    data: bytes,
+    data: bytes | memoryview,
     position: int,
     count: int,
     base: int,
@@ -12,4 +12,4 @@ def index_run(
     ordinals: list[int],
     /,
 ) -> tuple[int, int, int]: ...
-def sample_ts(data: bytes, position: int, size: int, /) -> int | None: ...
+def sample_ts(data: bytes | memoryview, position: int, size: int, /) -> int | None: ...

@@ -74,7 +74,7 @@ def _plausible_length(data: bytes) -> bool:
     return 5 <= int.from_bytes(data[:4], "little", signed=True) <= MAX_OPLOG_ENTRY_SIZE
 
 
-def read_size(pending: bytes, chunk_size: int) -> int:
+def read_size(pending: bytes | memoryview, chunk_size: int) -> int:
     """How much to read next: a chunk, or the rest of a pending document larger than one.
 
     Reading a 16 MB entry a chunk at a time would copy what is pending again with every

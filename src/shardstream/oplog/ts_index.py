@@ -8,9 +8,9 @@ Spark task's time).  The index records the ``ts``, byte offset and ordinal of ev
 the sample before it (large documents: a planner sizing batches in bytes then never has
 more than about that much, or one entry, of a shard's data between two samples); it is
 built in one pass that reads only the documents' length prefixes and the sampled entries'
-top level (in C, ``_framing.c``, which leaves anything unusual to the Python loop here).  A reader seeks to the last
-sample before T and skips at most a stride of entries, as the server's oplog scan skips to
-its start.
+top level (in C, ``_framing.c``, which leaves anything unusual to the Python loop here).
+A reader seeks to the last sample before T and skips at most a stride of entries, as the
+server's oplog scan skips to its start.
 
 Indexes are kept per process (a Spark worker reads many batches of one file), keyed by
 the file's path, size and modification time, so a file that changes is indexed anew.
@@ -113,69 +113,37 @@ def _build(path: str) -> TsIndex:
     offsets: list[int] = []
     ordinals: list[int] = []
     last_document, last_offset = b"", 0
-    unpack_from = _INT32.unpack_from
+    # Read into one buffer, the unframed rest moved to its front after each read: a new
+    # bytes object per read and per joined chunk cost more than framing the entries.
+    buffer = bytearray(_READ_SIZE)
+    filled = 0  # buffer[:filled] holds the file from offset ``base`` on
+    base = 0
+    count = 0
     try:
         with Path(path).open("rb") as stream:
-            data = b""
-            base = 0  # the file offset of data[0]
-            count = 0
-            while chunk := stream.read(read_size(data, _READ_SIZE)):
-                data = data + chunk if data else chunk
-                position = 0
-                last_at = -1
-                while defect is None and position + 4 <= len(data):
-                    if _index_run is not None:
-                        # In C, every entry it passes cleanly (samples included); it stops
-                        # where this loop is to decide (see _framing.c).
-                        position, count, passed_to = _index_run(
-                            data,
-                            position,
-                            count,
-                            base,
-                            MAX_OPLOG_ENTRY_SIZE,
-                            STRIDE,
-                            SAMPLE_BYTES,
-                            OUT_OF_CLOCK_BITS,
-                            times,
-                            offsets,
-                            ordinals,
-                        )
-                        if passed_to >= 0:
-                            last_at = passed_to
-                        if position + 4 > len(data):
-                            break
-                    size = unpack_from(data, position)[0]
-                    if size < 5 or size > MAX_OPLOG_ENTRY_SIZE:
-                        defect = framing_error(data[position:], path, base + position)
-                        break
-                    if position + size > len(data):
-                        break
-                    at = base + position
-                    if not ordinals or (
-                        count - ordinals[-1] >= STRIDE or at - offsets[-1] >= SAMPLE_BYTES
-                    ):
-                        try:
-                            time = _sampled_ts(data, position, size, path, at)
-                        except OplogError as exc:
-                            defect = exc
-                            break
-                        if times and time <= times[-1]:
-                            defect = _out_of_order(path, offsets[-1], times[-1], at, time)
-                            break
-                        times.append(time)
-                        offsets.append(at)
-                        ordinals.append(count)
-                    last_at = position
-                    count += 1
-                    position += size
-                if last_at >= 0:  # the last whole document so far
-                    last_document, last_offset = data[last_at:position], base + last_at
+            while True:
+                with memoryview(buffer) as whole:
+                    want = read_size(whole[:filled], _READ_SIZE)
+                if len(buffer) < filled + want:
+                    buffer.extend(bytes(filled + want - len(buffer)))
+                with memoryview(buffer) as whole:
+                    read = stream.readinto(whole[filled : filled + want])
+                if not read:
+                    break
+                filled += read
+                with memoryview(buffer)[:filled] as data:
+                    position, count, last_at, defect = _index_data(
+                        data, base, count, path, times, offsets, ordinals
+                    )
+                    if last_at >= 0:  # the last whole document so far
+                        last_document, last_offset = bytes(data[last_at:position]), base + last_at
                 if defect is not None:
                     break
-                data = data[position:]
+                buffer[: filled - position] = buffer[position:filled]
+                filled -= position
                 base += position
-            if defect is None and data:
-                defect = framing_error(data, path, base)  # the file ends inside a document
+            if defect is None and filled:  # the file ends inside a document
+                defect = framing_error(bytes(buffer[:filled]), path, base)
     except OSError as exc:
         raise OplogError(f"cannot read oplog file {path!r}: {exc.strerror}") from exc
     last = -1
@@ -190,6 +158,70 @@ def _build(path: str) -> TsIndex:
     return TsIndex(tuple(times), tuple(offsets), tuple(ordinals), last, defect)
 
 
+def _index_data(
+    data: memoryview,
+    base: int,
+    count: int,
+    path: str,
+    times: list[int],
+    offsets: list[int],
+    ordinals: list[int],
+) -> tuple[int, int, int, OplogError | None]:
+    """Index the whole documents of ``data`` (file offset ``base``; ``count`` entries
+    before it) into the three lists: (where the first document not whole begins, the
+    entries counted, the start of the last whole one or -1, the defect met or None)."""
+    unpack_from = _INT32.unpack_from
+    position = 0
+    last_at = -1
+    while position + 4 <= len(data):
+        if _index_run is not None:
+            # In C, every entry it passes cleanly (samples included); it stops where this
+            # loop is to decide (see _framing.c).
+            position, count, passed_to = _index_run(
+                data,
+                position,
+                count,
+                base,
+                MAX_OPLOG_ENTRY_SIZE,
+                STRIDE,
+                SAMPLE_BYTES,
+                OUT_OF_CLOCK_BITS,
+                times,
+                offsets,
+                ordinals,
+            )
+            if passed_to >= 0:
+                last_at = passed_to
+            if position + 4 > len(data):
+                break
+        size = unpack_from(data, position)[0]
+        if size < 5 or size > MAX_OPLOG_ENTRY_SIZE:
+            return (
+                position,
+                count,
+                last_at,
+                framing_error(bytes(data[position:]), path, base + position),
+            )
+        if position + size > len(data):
+            break
+        at = base + position
+        if not ordinals or (count - ordinals[-1] >= STRIDE or at - offsets[-1] >= SAMPLE_BYTES):
+            try:
+                time = _sampled_ts(data, position, size, path, at)
+            except OplogError as exc:
+                return position, count, last_at, exc
+            if times and time <= times[-1]:
+                defect = _out_of_order(path, offsets[-1], times[-1], at, time)
+                return position, count, last_at, defect
+            times.append(time)
+            offsets.append(at)
+            ordinals.append(count)
+        last_at = position
+        count += 1
+        position += size
+    return position, count, last_at, None
+
+
 def _out_of_order(path: str, before_at: int, before: int, at: int, time: int) -> OplogError:
     return OplogError(
         f"expected ts to increase in {path}: the entry at byte {at} "
@@ -202,14 +234,14 @@ def _timestamp(key: int) -> Timestamp:
     return Timestamp(key >> 32, key & 0xFFFFFFFF)
 
 
-def _sampled_ts(data: bytes, position: int, size: int, path: str, offset: int) -> int:
+def _sampled_ts(data: memoryview, position: int, size: int, path: str, offset: int) -> int:
     """The ``ts`` of the entry of ``size`` bytes at ``data[position:]``, as :func:`_ts_of`
     reads it (the compiled reading when it vouches for the entry, else that one)."""
     if _sample_ts is not None and _index_run is not None:
         key = _sample_ts(data, position, size)
         if key is not None and not key & OUT_OF_CLOCK_BITS:
             return key
-    return _ts_of(data[position : position + size], path, offset)
+    return _ts_of(bytes(data[position : position + size]), path, offset)
 
 
 def _ts_of(document: bytes, path: str, offset: int) -> int:
