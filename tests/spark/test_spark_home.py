@@ -74,6 +74,20 @@ def test_without_one_the_installed_pyspark_gets_a_home_of_links(
     assert not (home / "python" / "lib" / "pyspark.zip").exists()
 
 
+def test_where_links_cannot_be_made_spark_keeps_its_own_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+
+    def refuse(self: Path, target: Path) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(Path, "symlink_to", refuse)
+    use_workers_spark_home(tmp_path)
+    assert "SPARK_HOME" not in os.environ
+
+
 @pytest.mark.spark
 def test_the_sessions_workers_import_the_installed_pyspark(spark: Any) -> None:
     import pyspark

@@ -31,7 +31,10 @@ def use_workers_spark_home(directory: Path) -> None:
     spec = importlib.util.find_spec("pyspark")
     if "SPARK_HOME" in os.environ or spec is None or spec.origin is None:
         return
-    home = workers_spark_home(directory, Path(spec.origin).parent)
+    try:
+        home = workers_spark_home(directory, Path(spec.origin).parent)
+    except OSError:  # no symbolic links here: Spark's own home, its workers slower to start
+        return
     if home is not None:
         os.environ["SPARK_HOME"] = str(home)
 
