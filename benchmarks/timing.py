@@ -45,7 +45,7 @@ def machine_line() -> str:
 def process_tree_cpu(root: int | None = None) -> float:
     """CPU seconds (user + system) of a process and every live descendant, with what their
     reaped children used (Linux ``/proc``): a Spark run's driver, JVM and Python workers."""
-    return sum(sum(row[2:]) for row in _tree(root).values()) / os.sysconf("SC_CLK_TCK")
+    return sum(sum(row[2:]) for row in process_rows(root).values()) / os.sysconf("SC_CLK_TCK")
 
 
 # Spark's Python workers by what they run: the tasks' (on the executors) and the rest,
@@ -55,7 +55,7 @@ EXECUTOR_WORKER = "pyspark.worker"
 KINDS = ("root", "jvm", "tasks", "driver workers")
 
 
-def _tree(root: int | None) -> dict[int, tuple[int, int, int, int, int, int]]:
+def process_rows(root: int | None) -> dict[int, tuple[int, int, int, int, int, int]]:
     """Per process of the tree under ``root`` (default: this one): (start time, parent,
     utime, stime, cutime, cstime) in clock ticks."""
     rows: dict[int, tuple[int, int, int, int, int, int]] = {}
@@ -127,8 +127,8 @@ class CpuByKind:
     def _sample(self, *, first: bool) -> None:
         tick = os.sysconf("SC_CLK_TCK")
         top = os.getpid()
-        for pid, (started, _, utime, stime, _, _) in _tree(None).items():
-            kind = "root" if pid == top else _kind(pid)
+        for pid, (started, _, utime, stime, _, _) in process_rows(None).items():
+            kind = "root" if pid == top else process_kind(pid)
             own = utime + stime
             key = (pid, started)
             if first:
@@ -136,7 +136,9 @@ class CpuByKind:
             self._last[key] = (kind, own / tick)
 
 
-def _kind(pid: int) -> str:
+def process_kind(pid: int) -> str:
+    """The kind of a Spark run's process ``pid`` (not the root): ``jvm``, ``tasks`` or
+    ``driver workers`` (see :class:`CpuByKind`)."""
     try:
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
