@@ -44,6 +44,7 @@ class _Timeline:
         self.start = time.perf_counter()
         self.rows: list[tuple[float, dict[str, float]]] = []
         self.marks: list[tuple[float, str]] = []
+        self.sampling = 0.0  # CPU seconds the sampling thread spent so far (in this process)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -51,6 +52,7 @@ class _Timeline:
         self.marks.append((time.perf_counter() - self.start, text))
 
     def __enter__(self) -> _Timeline:
+        self.start = time.perf_counter()
         self._thread.start()
         return self
 
@@ -69,6 +71,7 @@ class _Timeline:
                 spent[kind] += seconds - before.get(pid, 0.0)
             before = now
             self.rows.append((time.perf_counter() - self.start, dict(spent)))
+            self.sampling = time.thread_time()
 
     def lines(self) -> list[str]:
         out, marks = [], list(self.marks)
@@ -90,18 +93,19 @@ def _cpu_by_pid() -> dict[int, float]:
     return {pid: (row[2] + row[3]) / tick for pid, row in process_rows(None).items()}
 
 
-def _timed(owner: Any, name: str, steps: dict[str, float]) -> None:
-    """Wrap ``owner.name`` so that its CPU seconds (every thread of this process) add up in
-    ``steps[name]``."""
+def _timed(owner: Any, name: str, steps: dict[str, float], timeline: _Timeline) -> None:
+    """Wrap ``owner.name`` so that its CPU seconds (every thread of this process, less the
+    timeline's sampling meanwhile) add up in ``steps[name]``."""
     function: Callable[..., Any] = getattr(owner, name)
 
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.process_time()
+        started, sampled = time.process_time(), timeline.sampling
         try:
             return function(*args, **kwargs)
         finally:
-            steps[name] += time.process_time() - started
+            spent = time.process_time() - started - (timeline.sampling - sampled)
+            steps[name] += spent
 
     setattr(owner, name, timed)
 
@@ -123,11 +127,12 @@ def main(argv: list[str]) -> None:
     print(machine_line())
     print(f"benchmark corpus: {SHARDS} shards x {per_shard:,} entries, {master}, batch {batch}")
     steps: dict[str, float] = defaultdict(float)
+    timeline = _Timeline()
     batches = task_batches.TaskWrittenBatches
     for owner, name in ((batches, "_tasks"), (batches, "_report")):
-        _timed(owner, name, steps)
+        _timed(owner, name, steps, timeline)
     for name in ("run_tasks", "commit_written"):
-        _timed(task_batches, name, steps)
+        _timed(task_batches, name, steps, timeline)
     spark = build_session(master)
     settings = IngestSettings(
         table=Path(tempfile.mkdtemp(prefix="lake-", dir=work)),
@@ -140,7 +145,7 @@ def main(argv: list[str]) -> None:
         mirror=layout != "changelog",  # changelog: --no-mirror
         mirror_layout=MirrorLayout("collections" if layout == "changelog" else layout),
     )
-    with _Timeline() as timeline:
+    with timeline:
         call = batches.__call__
 
         def marked(self: Any, frame: Any, batch_id: int) -> None:
