@@ -136,7 +136,7 @@ class AsyncResultsMerger:
             if remote.config_cursor:
                 remote.eligible_for_high_water_mark = monitor_promise_eligible(
                     self._high_water_mark,
-                    remote.promise,
+                    previous,
                     promise,
                     was_eligible=remote.eligible_for_high_water_mark,
                     has_events=bool(events),
