@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardstream.errors import ResumeTokenError
+from shardstream.resume_token.keystring import decimal128_bid as bid
 from shardstream.resume_token.keystring import double_form as form
 from shardstream.resume_token.keystring.byte_reader import ByteReader
 from shardstream.resume_token.keystring.decimal128 import encode_decimal128
@@ -227,8 +228,8 @@ def test_every_nan_encodes_as_the_nan_ctype(text: str) -> None:
 
 def test_every_zero_cohort_round_trips() -> None:
     for negative in (False, True):
-        for biased in range(form.MAX_BIASED_EXPONENT + 1):
-            value = form.from_words((form.SIGN_BIT if negative else 0) | (biased << 49), 0)
+        for biased in range(bid.MAX_BIASED_EXPONENT + 1):
+            value = bid.from_words((bid.SIGN_BIT if negative else 0) | (biased << 49), 0)
             data, bits = encode(value)
             assert data == b"\x29"
             assert bits.count == 17
@@ -269,8 +270,8 @@ def finite_decimals(draw: st.DrawFn) -> Decimal128:
             st.integers(15, 20),
         )
     )
-    exponent = min(max(magnitude - digits + 1, form.MIN_EXPONENT), form.MAX_EXPONENT)
-    return Decimal128(form.make_decimal(draw(st.booleans()), coef, exponent))
+    exponent = min(max(magnitude - digits + 1, bid.MIN_EXPONENT), bid.MAX_EXPONENT)
+    return Decimal128(bid.make_decimal(draw(st.booleans()), coef, exponent))
 
 
 def as_exact(value: Decimal128) -> Decimal:
@@ -288,7 +289,7 @@ def test_random_decimals_round_trip(value: Decimal128) -> None:
 def test_decimals_equal_to_doubles_share_their_bytes(value: float) -> None:
     exact = Decimal(value)
     if len(exact.as_tuple().digits) > 34:
-        exact = form.TIES_EVEN.plus(exact)  # not a decimal128: compare the rounded value
+        exact = bid.TIES_EVEN.plus(exact)  # not a decimal128: compare the rounded value
         expected = None
     else:
         expected = encode_float(value)
@@ -348,13 +349,13 @@ def check_order(left: Decimal, left_bytes: bytes, right: Decimal, right_bytes: b
 
 
 @_SETTINGS
-@given(st.integers(1, 10**34 - 1), st.integers(form.MIN_EXPONENT, form.MAX_EXPONENT))
+@given(st.integers(1, 10**34 - 1), st.integers(bid.MIN_EXPONENT, bid.MAX_EXPONENT))
 def test_conversion_to_double_rounds_toward_zero(coef: int, exponent: int) -> None:
-    result, inexact = form.to_double_toward_zero(coef, exponent)
-    exact = Decimal(coef).scaleb(exponent, form.TIES_EVEN)
+    result, inexact = bid.to_double_toward_zero(coef, exponent)
+    exact = Decimal(coef).scaleb(exponent, bid.TIES_EVEN)
     assert Decimal(result) <= exact
     assert inexact == (Decimal(result) != exact)
-    if result < form.DBL_MAX:
+    if result < bid.DBL_MAX:
         assert Decimal(math.nextafter(result, math.inf)) > exact
 
 

@@ -15,6 +15,7 @@ from bson.decimal128 import Decimal128
 
 from shardstream.errors import ResumeTokenError
 from shardstream.resume_token.keystring import ctype
+from shardstream.resume_token.keystring import decimal128_bid as bid
 from shardstream.resume_token.keystring import double_form as form
 from shardstream.resume_token.keystring.byte_reader import ByteReader
 from shardstream.resume_token.keystring.decimal128 import (
@@ -42,7 +43,7 @@ def decode_decimal128(ct: int, reader: ByteReader, type_bits: TypeBitsReader) ->
         ResumeTokenError: truncated or invalid payload, or type bits the server rejects.
     """
     if ct == ctype.NUMERIC_NAN:
-        return form.from_words(form.NAN_HIGH, 0)
+        return bid.from_words(bid.NAN_HIGH, 0)
     negative = ct < ctype.NUMERIC_ZERO
     if ct in (ctype.NUMERIC_NEGATIVE_LARGE_MAGNITUDE, ctype.NUMERIC_POSITIVE_LARGE_MAGNITUDE):
         return _decode_large(negative, reader, type_bits)
@@ -80,32 +81,32 @@ def decode_decimal128_zero(type_bits: TypeBitsReader, first_three: int) -> Decim
     which_zero = ((code - FIRST_ZERO_CODE) << 12) | type_bits.read_bits(12)
     negative = which_zero >= NEGATIVE_ZERO_OFFSET
     biased = which_zero - NEGATIVE_ZERO_OFFSET if negative else which_zero
-    return form.from_words((form.SIGN_BIT if negative else 0) | (biased << 49), 0)
+    return bid.from_words((bid.SIGN_BIT if negative else 0) | (biased << 49), 0)
 
 
 def _read64(reader: ByteReader, inverted: bool) -> int:
     """Read 8 big-endian bytes, flipping every bit when ``inverted`` (negative values)."""
     value = reader.read_uint_be(8)
-    return value ^ form.MASK64 if inverted else value
+    return value ^ bid.MASK64 if inverted else value
 
 
 def _decode_large(negative: bool, reader: ByteReader, type_bits: TypeBitsReader) -> Decimal128:
     """Decode CType 0x1F / 0x33: a large double, an infinity or a raw huge decimal."""
     encoded = _read64(reader, negative)
     has_continuation = False
-    if not encoded & form.SIGN_BIT:  # a double, with the implied top exponent bit dropped
+    if not encoded & bid.SIGN_BIT:  # a double, with the implied top exponent bit dropped
         has_continuation = bool(encoded & 1)
         bin_ = form.bits_double((encoded >> 1) | (1 << 62))
-    elif encoded == form.MASK64:
+    elif encoded == bid.MASK64:
         bin_ = math.inf
     else:  # _appendHugeDecimalWithoutTypeBits: the raw value with the top bit forced on
-        high = (encoded & ~form.SIGN_BIT) | (form.SIGN_BIT if negative else 0)
+        high = (encoded & ~bid.SIGN_BIT) | (bid.SIGN_BIT if negative else 0)
         low = _read64(reader, negative)
-        kind, sign, coef, biased = form.unpack_bid(high, low)
+        kind, sign, coef, biased = bid.unpack_bid(high, low)
         if kind != "finite":  # like the server: no exponent adjustment for NaN or infinity
-            return form.from_words(high, low)
+            return bid.from_words(high, low)
         return _with_stored_exponent(
-            form.make_decimal(sign, coef, biased - form.EXPONENT_BIAS), type_bits
+            bid.make_decimal(sign, coef, biased - bid.EXPONENT_BIAS), type_bits
         )
     if negative:
         bin_ = -bin_
@@ -115,12 +116,12 @@ def _decode_large(negative: bool, reader: ByteReader, type_bits: TypeBitsReader)
                 "invalid KeyString decimal: expected a finite double before a decimal "
                 f"continuation, found {bin_!r}"
             )
-        return form.from_words(
-            (form.SIGN_BIT if negative else 0)
-            | (form.NAN_HIGH if bin_ != bin_ else form.INFINITY_HIGH),
+        return bid.from_words(
+            (bid.SIGN_BIT if negative else 0)
+            | (bid.NAN_HIGH if bin_ != bin_ else bid.INFINITY_HIGH),
             0,
         )
-    dec = form.from_double(bin_, form.away_from_zero(negative))
+    dec = bid.from_double(bin_, bid.away_from_zero(negative))
     if has_continuation:
         dec = _read_continuation(reader, negative, dec)
     return _with_stored_exponent(dec, type_bits)
@@ -131,9 +132,9 @@ def _decode_small(negative: bool, reader: ByteReader, type_bits: TypeBitsReader)
     encoded = _read64(reader, negative)
     prefix = encoded >> 62
     if prefix == 0:  # a decimal below the smallest subnormal, stored raw
-        _, _, coef, biased = form.unpack_bid(encoded, _read64(reader, negative))
+        _, _, coef, biased = bid.unpack_bid(encoded, _read64(reader, negative))
         return _with_stored_exponent(
-            form.make_decimal(negative, coef, biased - form.EXPONENT_BIAS), type_bits
+            bid.make_decimal(negative, coef, biased - bid.EXPONENT_BIAS), type_bits
         )
     if prefix == 3:  # a double of at least 2**-255 with a 2-bit DCM
         return _from_dcm(
@@ -148,11 +149,11 @@ def _decode_small(negative: bool, reader: ByteReader, type_bits: TypeBitsReader)
     scaled_bin = form.bits_double((encoded - (1 << 62)) >> 1)
     if scaled_bin < form.DBL_MIN * 2.0**form.TINY_SHIFT:
         # Subnormal range: rounded down in the decimal domain, as the encoder did.
-        dec = form.TOWARD_ZERO.multiply(
-            form.TOWARD_ZERO.plus(Decimal(scaled_bin)), form.TINY_DOWN_FACTOR
+        dec = bid.TOWARD_ZERO.multiply(
+            bid.TOWARD_ZERO.plus(Decimal(scaled_bin)), form.TINY_DOWN_FACTOR
         )
     else:
-        dec = form.UPWARD.plus(Decimal(scaled_bin * 2.0**-form.TINY_SHIFT))
+        dec = bid.UPWARD.plus(Decimal(scaled_bin * 2.0**-form.TINY_SHIFT))
     dec = _read_continuation(reader, negative, dec)
     return _with_stored_exponent(dec.copy_negate() if negative else dec, type_bits)
 
@@ -164,7 +165,7 @@ def _decode_int(
     encoded = reader.read_uint_be(size) ^ (((1 << (8 * size)) - 1) if negative else 0)
     integer = encoded >> 1
     if not encoded & 1:
-        return _with_stored_exponent(form.make_decimal(negative, integer, 0), type_bits)
+        return _with_stored_exponent(bid.make_decimal(negative, integer, 0), type_bits)
     # A fraction follows, filling the payload up to 8 bytes; an 8-byte integer implies DCM 3.
     fraction_bytes = 8 - size
     fraction = reader.read_uint_be(fraction_bytes)
@@ -187,11 +188,11 @@ def _from_dcm(
 ) -> Decimal128:
     """Rebuild a decimal from a double-form magnitude ``bin_`` and its DCM."""
     if dcm == form.DCM_EQUAL_TO_15_DIGITS:
-        dec = form.from_double(bin_, form.UPWARD, fifteen_digits=True)
+        dec = bid.from_double(bin_, bid.UPWARD, fifteen_digits=True)
     elif dcm == form.DCM_EQUAL_TO_DOUBLE:
-        dec = form.UPWARD.plus(Decimal(bin_))
+        dec = bid.UPWARD.plus(Decimal(bin_))
     else:
-        start = form.UPWARD.plus(Decimal(bin_)) if exact_integer is None else Decimal(exact_integer)
+        start = bid.UPWARD.plus(Decimal(bin_)) if exact_integer is None else Decimal(exact_integer)
         dec = _read_continuation(reader, negative, start)
     return _with_stored_exponent(dec.copy_negate() if negative else dec, type_bits)
 
@@ -217,4 +218,4 @@ def _with_stored_exponent(value: Decimal, type_bits: TypeBitsReader) -> Decimal1
             f"invalid KeyString decimal: expected a non-zero value with a cohort whose biased "
             f"exponent is {stored} mod 64, found {value}"
         )
-    return form.from_words(*form.words(result))
+    return bid.from_words(*bid.words(result))
