@@ -16,7 +16,7 @@
  * checks the two give the same index, defects included).
  *
  * sample_ts(data, position, size): the same reading of one document's `ts` (None where it
- * does not vouch), for the Python loop's samples.
+ * does not vouch), by itself: tests/oplog/test_sampled_ts.py holds it to pymongo's reading.
  *
  * top_level_ts reads the top-level Timestamp `ts` as (time << 32) | inc, walking the top
  * level as pymongo's RawBSONDocument does to read it. It vouches only for what it is sure

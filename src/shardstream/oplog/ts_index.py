@@ -38,9 +38,8 @@ from shardstream.oplog.ts_order import OUT_OF_CLOCK_BITS, clock_limit_error
 
 try:
     from shardstream.oplog._framing import index_run as _index_run
-    from shardstream.oplog._framing import sample_ts as _sample_ts
 except ImportError:  # installed without a C compiler: every entry is framed in Python
-    _index_run = _sample_ts = None  # type: ignore[assignment]
+    _index_run = None  # type: ignore[assignment]
 
 STRIDE: Final = 32
 SAMPLE_BYTES: Final = 1 << 20
@@ -207,7 +206,7 @@ def _index_data(
         at = base + position
         if not ordinals or (count - ordinals[-1] >= STRIDE or at - offsets[-1] >= SAMPLE_BYTES):
             try:
-                time = _sampled_ts(data, position, size, path, at)
+                time = _ts_of(bytes(data[position : position + size]), path, at)
             except OplogError as exc:
                 return position, count, last_at, exc
             if times and time <= times[-1]:
@@ -232,16 +231,6 @@ def _out_of_order(path: str, before_at: int, before: int, at: int, time: int) ->
 
 def _timestamp(key: int) -> Timestamp:
     return Timestamp(key >> 32, key & 0xFFFFFFFF)
-
-
-def _sampled_ts(data: memoryview, position: int, size: int, path: str, offset: int) -> int:
-    """The ``ts`` of the entry of ``size`` bytes at ``data[position:]``, as :func:`_ts_of`
-    reads it (the compiled reading when it vouches for the entry, else that one)."""
-    if _sample_ts is not None and _index_run is not None:
-        key = _sample_ts(data, position, size)
-        if key is not None and not key & OUT_OF_CLOCK_BITS:
-            return key
-    return _ts_of(bytes(data[position : position + size]), path, offset)
 
 
 def _ts_of(document: bytes, path: str, offset: int) -> int:
