@@ -37,9 +37,12 @@ tasks' workers by what they run), of the driver's Python process alone, and of t
 tasks' Python workers.  The planner's CPU per event is also measured on its own, in this
 process, by planning the whole corpus with the same limit, next to what the merged planner
 (the merge run in the driver, which the windows replace) spends on a live source.
-Issue 27's T1 (a full ingest >= 0.5x noop), T3 (the change log >= 0.8x noop, local[2] >=
-1.6x local[1]), T4 (the driver side's CPU per event <= 2 us) and T6 (a full ingest's
-local[2] >= 1.5x its local[1]).
+From files, the marginal rate of ``replay --output-format bson --workers 2`` on the same
+corpora (median of five runs per size) is the baseline of every sink's ``/ replay`` line.
+Issue 27's T1 (a full ingest >= 0.5x noop), T2 (``noop`` >= 0.25x replay, at BATCH
+200000), T3 (the change log >= 0.8x noop, local[2] >= 1.6x local[1]), T4 (the driver side's
+CPU per event <= 2 us), T5 (a full ingest >= 0.12x replay) and T6 (a full ingest's local[2]
+>= 1.5x its local[1]).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from benchmarks.ingest_throughput import (
     SOURCE_OPTIONS,
     corpus_pair,
     count_events,
+    replay_seconds,
     source_options,
     spark_child_json,
 )
@@ -197,6 +201,18 @@ def _sink_table(
             f"{source}: planning ({label}) in the driver: {(spent[1] - spent[0]) / added * 1e6:.2f}"
             f" us/event marginal ({spent[0]:.2f} s, {spent[1]:.2f} s CPU)"
         )
+    if source == "files":  # a live source has no replay of the same entries to compare
+        replays = [replay_seconds(work) for work in works]
+        replay_rate = added / (replays[1] - replays[0])
+        print(
+            f"files: replay --output-format bson --workers 2: {replays[0]:.2f} s, "
+            f"{replays[1]:.2f} s; marginal {replay_rate:,.0f} events/s"
+        )
+        for (master, sink), rate in rates.items():
+            print(
+                f"files {sink} {master}: / replay = {rate / replay_rate:.3f}x "
+                "(T2 >= 0.25x noop at 200000 per batch, T5 >= 0.12x full)"
+            )
     for sink in sinks[1:]:
         for master in MASTERS:
             ratio = rates[(master, sink)] / rates[(master, "noop")]
