@@ -10,10 +10,9 @@ delivered ``ts``; lost history and exhausted retries surface from :meth:`next_ba
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from bson.codec_options import CodecOptions
 from bson.errors import BSONError
@@ -29,13 +28,13 @@ from shardstream.errors import ConfigurationError, OplogError
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.live.faults import RetryPolicy, Verdict, classify, retry_cause
 from shardstream.oplog.live.majority import Majority, check_history, idle_promise, read_majority
+from shardstream.oplog.live.reader_handoff import ReaderHandoff
 from shardstream.oplog.live.tail_client import tailing_client
 from shardstream.oplog.redaction import redact_text, redact_uri
-from shardstream.oplog.source import Handout, OplogBatch
+from shardstream.oplog.source import OplogBatch
 
 _log = logging.getLogger(__name__)
 Entry = Mapping[str, Any]
-_PUT_POLL_S: Final = 0.05  # how often a reader blocked on a full queue checks for close()
 
 
 class LiveOplogSource:
@@ -117,15 +116,8 @@ class LiveOplogSource:
         # Reader-thread state.
         self._last_ts: Timestamp | None = None  # last ts put on the queue
         self._failures = 0
-        # Shared state, guarded by _lock (see next_batch for why the lock spans both).
-        self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[Entry, ...] | BaseException] = queue.Queue(
-            max_queued_batches
-        )
-        self._idle_promise: Timestamp | None = None
-        # Consumer state.
-        self._handout = Handout()
         self._stop = threading.Event()
+        self._handoff = ReaderHandoff(max_queued_batches, self._stop)
         self._thread = threading.Thread(target=self._run, name=f"oplog-tail-{name}", daemon=True)
         self._thread.start()
 
@@ -145,28 +137,7 @@ class LiveOplogSource:
         """
         if max_entries < 1:
             raise ConfigurationError(f"expected max_entries >= 1, got {max_entries!r}")
-        # The reader queues entries first and only then publishes an idle promise, under
-        # the lock; checking the queue and the promise under the same lock means an idle
-        # promise is never handed out while entries at or below it are still queued.
-        with self._lock:
-            out = self._handout
-            if not out.pending and out.failure is None:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    item = ()
-                if isinstance(item, BaseException):
-                    out.failure = item
-                else:
-                    out.entries.extend(item)
-            batch = out.take(max_entries, ended=self._stop.is_set())
-            if batch is not None:
-                return batch
-            idle = self._idle_promise
-            if idle is not None and (out.promise is None or idle > out.promise):
-                out.promise = idle
-                return OplogBatch((), idle)
-            return None
+        return self._handoff.next_batch(max_entries)
 
     def fetch_entry(self, ts: Timestamp) -> Entry | None:
         """Read the entry at ``ts`` (majority-committed), retrying transient failures.
@@ -201,7 +172,7 @@ class LiveOplogSource:
             self._tail()
         except BaseException as exc:  # handed to next_batch; a reader must not die silently
             if not self._stop.is_set():
-                self._put(exc)
+                self._handoff.put(exc)
 
     def _tail(self) -> None:
         while not self._stop.is_set():
@@ -292,25 +263,14 @@ class LiveOplogSource:
 
     def _idle_promise_from(self, majority: Majority | None, cursor: Cursor[Any]) -> None:
         """Publish ``majority`` as the idle promise if :func:`idle_promise` allows it."""
-        with self._lock:
-            ts = idle_promise(majority, cursor.address, self._last_ts)
-            if ts is not None and (self._idle_promise is None or ts > self._idle_promise):
-                self._idle_promise = ts
+        # _last_ts is the reader's own: reading it outside the hand-off's lock is safe.
+        self._handoff.publish_idle(idle_promise(majority, cursor.address, self._last_ts))
 
     def _enqueue(self, batch: list[Entry]) -> None:
         if self.raw_entries:
             self._checked_entry(batch[-1], [])
-        if self._put(tuple(batch)):
+        if self._handoff.put(tuple(batch)):
             self._last_ts = batch[-1]["ts"]
-
-    def _put(self, item: tuple[Entry, ...] | BaseException) -> bool:
-        while not self._stop.is_set():  # bounded: ends when close() sets the event
-            try:
-                self._queue.put(item, timeout=_PUT_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
 
     def _redact(self, exc: BaseException) -> str:
         return redact_text(str(exc), self._secret)
