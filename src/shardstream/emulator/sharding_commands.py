@@ -36,6 +36,7 @@ from shardstream.emulator.document_store import DocumentStore, id_key, same_bson
 from shardstream.emulator.faults import CommandError, require_admin
 from shardstream.emulator.index_keys import index_spec
 from shardstream.emulator.replica_set import EmulatedReplicaSet
+from shardstream.emulator.shard_key_pattern import index_for, serves, shard_key
 from shardstream.emulator.write_path import arguments
 
 Body = dict[str, Any]
@@ -47,39 +48,6 @@ CATALOG_NAMESPACES: Final = (COLLECTIONS_NS, DATABASES_NS)
 _ACCEPTED: Final = frozenset(
     {"key", "unique", "collation", "numInitialChunks", "presplitHashedZones"}
 )
-
-
-def shard_key(key: Any) -> Body:
-    """``key`` checked as a shard-key pattern: ascending fields, or one hashed field.
-
-    Raises:
-        CommandError: ``BadValue`` (2) for anything else.
-    """
-    kinds = list(key.values()) if isinstance(key, Mapping) else []
-    ascending = all(v == 1 and not isinstance(v, bool) for v in kinds if v != "hashed")
-    if not kinds or not ascending or kinds.count("hashed") > 1:
-        raise CommandError(
-            2,
-            "BadValue",
-            f"Unsupported shard key pattern {key!r}. Pattern must either be a single hashed "
-            "field, or a list of ascending fields",
-        )
-    return dict(key)
-
-
-def _index_for(key: Mapping[str, Any], unique: bool) -> Body:
-    # The index shardCollection builds on an empty collection, named as mongod names it.
-    name = "_".join(f"{field}_{'hashed' if v == 'hashed' else int(v)}" for field, v in key.items())
-    return {"key": dict(key), "name": name, **({"unique": True} if unique else {})}
-
-
-def _serves(spec: Mapping[str, Any], key: Mapping[str, Any], unique: bool) -> bool:
-    # An index the shard key can use: the key's fields first, hashed where the key is.
-    fields = list(spec["key"].items())[: len(key)]
-    same = [name for name, _ in fields] == list(key) and all(
-        (value == "hashed") == (key[name] == "hashed") for name, value in fields
-    )
-    return same and (not unique or (bool(spec.get("unique")) and len(spec["key"]) == len(key)))
 
 
 class ShardingCatalog:
@@ -130,8 +98,8 @@ class ShardingCatalog:
         store = self._primary().store
         with store.lock:
             coll = store.get(ns) or store.create(ns, {})
-            if not any(_serves(spec, pattern, unique) for spec in coll.indexes):
-                coll.add_index(index_spec(_index_for(pattern, unique)))
+            if not any(serves(spec, pattern, unique) for spec in coll.indexes):
+                coll.add_index(index_spec(index_for(pattern, unique)))
             return self._record(ns, pattern, unique, coll.ui, spread=False)
 
     def enable_sharding(self, body: Body) -> Body:
@@ -176,7 +144,7 @@ class ShardingCatalog:
             coll = primary.store.get(ns)
             assert coll is not None, f"{ns} was just created on the primary shard"
             self._check_collation(ns, coll.options, options.get("collation"))
-            if not any(_serves(spec, pattern, unique) for spec in coll.indexes):
+            if not any(serves(spec, pattern, unique) for spec in coll.indexes):
                 if coll.count():
                     raise CommandError(
                         72,
@@ -184,7 +152,7 @@ class ShardingCatalog:
                         "Please create an index that starts with the proposed shard key "
                         "before sharding the collection",
                     )
-                spec = _index_for(pattern, unique)
+                spec = index_for(pattern, unique)
                 self._dispatch({"createIndexes": name, "indexes": [spec], "$db": db})
             spread = "hashed" in pattern.values() and not coll.count()
             self._record(ns, pattern, unique, coll.ui, spread=spread)
