@@ -20,7 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardstream.merger.raw.encoded_event import EncodedEvent
+from shardstream.merger.raw.shard_reader import EncodedRun
 from shardstream.resume_token import ResumeToken, encode_token, high_water_mark
+from shardstream.spark.source import partitions
 from shardstream.spark.source.encoded_rows import DOCUMENT_COLUMNS
 from shardstream.spark.source.event_batches import events_to_batch
 from shardstream.spark.source.rows import EVENT_SCHEMA, event_values, rows_to_batch
@@ -196,3 +198,54 @@ def test_a_wall_time_past_datetimes_range_is_null_in_both_readers() -> None:
     batch = events_to_batch([late, event])
     assert batch.column("wallTime").to_pylist()[0] is None
     assert batch.equals(rows_to_batch([event_values(late), event_values(event)]))
+
+
+def _run(events: list[EncodedEvent]) -> EncodedRun:
+    """``events`` (one shard's, fast-path) as the run a shard reader gives for them."""
+    updates = [
+        (index, bytes(event.raw_update.raw))
+        for index, event in enumerate(events)
+        if isinstance(event.raw_update, bson.raw_bson.RawBSONDocument)
+    ]
+    keys = [event.token.data.encode() for event in events]
+    return EncodedRun("s0", keys, [event.raw for event in events], updates)
+
+
+@pytest.mark.parametrize(
+    ("rows", "size"), [(3, 1 << 30), (10_000, 1_500), (4, 900), (10_000, 1 << 30)]
+)
+def test_runs_make_the_batches_their_events_make(
+    rows: int, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A window's runs, with a dict event between them and an event the compiled reader
+    # leaves to Python inside one, cut by rows and by bytes: the same batches, at the same
+    # places, as the runs' events added one by one.
+    simulated = _events()
+    for event in simulated:
+        event.shard = "s0"
+    encoded = [_encoded(event) for event in simulated]
+    decimal = dict(simulated[3].document, fullDocument={"_id": 1, "price": Decimal128("1.10")})
+    encoded[3] = _encoded(dataclasses.replace(simulated[3], document=decimal))
+    first, second = _run(encoded[:5]), _run(encoded[6:])
+    items: list[ChangeEvent | EncodedRun] = [first, simulated[5], second]
+    one_by_one = [*first.events(), simulated[5], *second.events()]
+    monkeypatch.setattr(partitions, "ROWS_PER_ARROW_BATCH", rows)
+    monkeypatch.setattr(partitions, "BYTES_PER_ARROW_BATCH", size)
+    batches = list(partitions.arrow_batches(items, relaxed=False))
+    expected = list(partitions.arrow_batches(one_by_one, relaxed=False))
+    assert [batch.num_rows for batch in batches] == [batch.num_rows for batch in expected]
+    assert all(got.equals(want) for got, want in zip(batches, expected, strict=True))
+    assert sum(batch.num_rows for batch in batches) == len(simulated)
+    assert len(batches) > 1 or (rows == 10_000 and size == 1 << 30)
+    # The update events carry their entry's o, which the run hands over by index.
+    assert any(batch.column("_oplogUpdate").null_count < batch.num_rows for batch in batches)
+
+
+def test_a_run_slice_keeps_its_updates_at_their_events() -> None:
+    encoded = [_encoded(event) for event in _events()]
+    run = _run(encoded)
+    assert run.updates  # the simulated events hold updates
+    part = run.slice(2, 7)
+    assert [e.raw for e in part.events()] == [e.raw for e in encoded[2:7]]
+    assert [e.raw_update for e in part.events()] == [e.raw_update for e in encoded[2:7]]
+    assert part.last_token() == ResumeToken(encoded[6].token.data)

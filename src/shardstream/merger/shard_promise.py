@@ -9,14 +9,12 @@ and the fast one over raw bytes -- keep their promise here, so they cannot drift
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from bson.timestamp import Timestamp
 
 from shardstream.errors import ChangeStreamHistoryLost, MergeError
 from shardstream.oplog.source import OplogSource
 from shardstream.resume_token import ResumeToken, decode_token, encode_token, high_water_mark
-from shardstream.transform import ChangeEvent, ChangeStreamOptions
+from shardstream.transform import ChangeStreamOptions
 
 
 class ShardPromise:
@@ -100,11 +98,12 @@ class ShardPromise:
             check_history(self._name, first_ts, self._start)
 
     def advance(
-        self, events: Sequence[ChangeEvent], source_promise: Timestamp | None, closed: bool
+        self, last: ResumeToken | None, source_promise: Timestamp | None, closed: bool
     ) -> ResumeToken | None:
-        """The promise after a batch of ``events`` read up to ``source_promise``."""
-        if events:
-            self._last_event = events[-1].token
+        """The promise after a batch whose last event's token is ``last`` (None: no
+        event), read up to ``source_promise``."""
+        if last is not None:
+            self._last_event = last
         candidates = [token for token in (self._last_event, self.token) if token is not None]
         if source_promise is not None and not closed:
             candidates.append(encode_token(high_water_mark(source_promise, self._version)))

@@ -79,7 +79,7 @@ class ShardReader(PromisingReader):
             if self._pipeline.closed:
                 break
         closed = self._pipeline.closed
-        promise = self._promise.advance(events, batch.promise, closed)
+        promise = self._promise.advance(events[-1].token if events else None, batch.promise, closed)
         return ShardBatch(events, promise, batch.exhausted or closed)
 
     def _check_entries(self, entries: Sequence[Mapping[str, Any]]) -> None:

@@ -12,6 +12,10 @@ are the reference's even where BSON would change a type.
 Unlike the replay's encoded merge, the router's stages are not applied per shard:
 events the router drops (non-classic ones) still move its high-water mark, so they
 go through the merge as on the reference path.
+
+A reader of one shard's events alone (a Spark task's window) takes a batch the fast path
+wrote every event of as one :class:`EncodedRun` (:meth:`FastShardReader.read_run`): the
+events' tokens and bytes in lists, no object per event.
 """
 
 from __future__ import annotations
@@ -32,8 +36,53 @@ from shardstream.oplog.corrupt_entry import entry_ts
 from shardstream.oplog.file_reader import OPLOG_CODEC_OPTIONS
 from shardstream.oplog.raw_entries import RawEntries
 from shardstream.oplog.source import OplogSource
+from shardstream.resume_token import ResumeToken
 from shardstream.transform import ChangeEvent, ChangeStreamOptions
 from shardstream.transform.raw.pipeline import FastShardPipeline, fast_path_applies, ts_key
+
+
+@dataclasses.dataclass(slots=True)
+class EncodedRun:
+    """A batch's events, every one written by the fast path, as lists rather than objects.
+
+    ``keys[i]`` is event i's token ``_data`` (ASCII bytes, in token order), ``raws[i]`` its
+    BSON; ``updates`` pairs an update event's index with its entry's ``o`` (what
+    :attr:`~shardstream.transform.ChangeEvent.raw_update` carries).
+    """
+
+    shard: str
+    keys: list[bytes]
+    raws: list[bytes]
+    updates: list[tuple[int, bytes]]
+
+    def events(self) -> list[ChangeEvent]:
+        """The run as the :class:`EncodedEvent` s :meth:`FastShardReader.read` gives."""
+        shard = self.shard
+        events: list[ChangeEvent] = [
+            EncodedEvent(raw, key, shard) for key, raw in zip(self.keys, self.raws, strict=True)
+        ]
+        # As on the reference path, an update carries its entry's o (see ChangeEvent).
+        for index, o in self.updates:
+            events[index].raw_update = RawBSONDocument(o)
+        return events
+
+    def slice(self, start: int, stop: int) -> EncodedRun:
+        """Events ``start`` to ``stop`` (exclusive) as a run of their own."""
+        updates = [(index - start, o) for index, o in self.updates if start <= index < stop]
+        return EncodedRun(self.shard, self.keys[start:stop], self.raws[start:stop], updates)
+
+    def last_token(self) -> ResumeToken | None:
+        """The last event's token (None for no event)."""
+        return ResumeToken(self.keys[-1].decode()) if self.keys else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunBatch:
+    """:class:`ShardBatch` with its events as a run where the fast path wrote them all."""
+
+    events: EncodedRun | list[ChangeEvent]
+    promise: ResumeToken | None
+    exhausted: bool
 
 
 class FastShardReader(PromisingReader):
@@ -60,6 +109,20 @@ class FastShardReader(PromisingReader):
     def read(self, max_entries: int) -> ShardBatch | None:
         """Read and transform one batch; None when the source has nothing ready.
 
+        Raises: as :meth:`read_run`.
+        """
+        batch = self.read_run(max_entries)
+        if batch is None:
+            return None
+        events = batch.events
+        if isinstance(events, EncodedRun):
+            events = events.events()
+        return ShardBatch(events, batch.promise, batch.exhausted)
+
+    def read_run(self, max_entries: int) -> RunBatch | None:
+        """As :meth:`read`, but the events of a batch the fast path wrote every one of come
+        as an :class:`EncodedRun`.
+
         Raises:
             ChangeStreamHistoryLost: the shard's oplog starts after the stream's start.
             MergeError: the source's promise went backwards.
@@ -78,15 +141,20 @@ class FastShardReader(PromisingReader):
         if raws:
             # From the bytes: a damaged entry is the pipeline's to report (corrupt_entry).
             self._promise.check_first_entry(entry_ts(raws[0]))
-        events: list[ChangeEvent] = []
+        events: EncodedRun | list[ChangeEvent] = []
         pipeline = self._pipeline
         if raws and not pipeline.closed:
             events = self._events(raws, -1 if floor is None else ts_key(floor))
-        promise = self._promise.advance(events, batch.promise, pipeline.closed)
-        return ShardBatch(events, promise, batch.exhausted or pipeline.closed)
+        if isinstance(events, EncodedRun):
+            last = events.last_token()
+        else:
+            last = events[-1].token if events else None
+        promise = self._promise.advance(last, batch.promise, pipeline.closed)
+        return RunBatch(events, promise, batch.exhausted or pipeline.closed)
 
-    def _events(self, entries: Sequence[bytes], floor: int) -> list[ChangeEvent]:
-        """The batch's events: fast ones encoded, the reference's as it built them."""
+    def _events(self, entries: Sequence[bytes], floor: int) -> EncodedRun | list[ChangeEvent]:
+        """The batch's events: a run if the fast path wrote them all, else a list of the
+        fast ones encoded and the reference's as it built them."""
         pipeline = self._pipeline
         kept: list[tuple[int, ChangeEvent]] = []
         pipeline.reference_events = kept
@@ -96,19 +164,17 @@ class FastShardReader(PromisingReader):
         raws: list[bytes] = []
         pipeline.process_batch(entries, keys, raws, last=floor)
         shard = self.source.name
-        events: list[ChangeEvent]
         if not kept:
-            events = [EncodedEvent(raw, key, shard) for key, raw in zip(keys, raws, strict=True)]
-        else:
-            by_index = dict(kept)
-            events = []
-            for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):
-                if raw:
-                    events.append(EncodedEvent(raw, key, shard))
-                else:
-                    event = by_index[index]
-                    event.shard = shard
-                    events.append(event)
+            return EncodedRun(shard, keys, raws, diffs)
+        by_index = dict(kept)
+        events: list[ChangeEvent] = []
+        for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):
+            if raw:
+                events.append(EncodedEvent(raw, key, shard))
+            else:
+                event = by_index[index]
+                event.shard = shard
+                events.append(event)
         # As on the reference path, an update carries its entry's o (see ChangeEvent).
         for index, o in diffs:
             events[index].raw_update = RawBSONDocument(o)

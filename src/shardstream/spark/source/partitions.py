@@ -14,6 +14,7 @@ from typing import Final
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from shardstream.merger.raw.shard_reader import EncodedRun
 from shardstream.spark.source.event_batches import EventBatcher
 from shardstream.spark.source.offsets import StreamOffset
 from shardstream.spark.source.options import PartitionMode, SourceSpec
@@ -92,6 +93,7 @@ def plan_partitions(
 
 def read_partition(spec: SourceSpec, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     """Read one task's events as Arrow record batches of the event schema."""
+    events: Iterable[ChangeEvent | EncodedRun]
     if isinstance(partition, MergedRange):
         events = read_merged_range(spec, partition.start, partition.end)
     elif isinstance(partition, ShardRange):
@@ -103,14 +105,24 @@ def read_partition(spec: SourceSpec, partition: InputPartition) -> Iterator[pa.R
     yield from arrow_batches(events, relaxed=spec.relaxed_json)
 
 
-def arrow_batches(events: Iterable[ChangeEvent], *, relaxed: bool) -> Iterator[pa.RecordBatch]:
-    """``events`` as record batches of at most :data:`ROWS_PER_ARROW_BATCH` rows and about
-    :data:`BYTES_PER_ARROW_BATCH` bytes of events."""
+def arrow_batches(
+    events: Iterable[ChangeEvent | EncodedRun], *, relaxed: bool
+) -> Iterator[pa.RecordBatch]:
+    """``events`` (runs among them: their events in order) as record batches of at most
+    :data:`ROWS_PER_ARROW_BATCH` rows and about :data:`BYTES_PER_ARROW_BATCH` bytes of
+    events (a fast-path event's BSON, whose text is about as long; a dict event's row text)."""
     batcher = EventBatcher(relaxed=relaxed)
+    limits = (ROWS_PER_ARROW_BATCH, BYTES_PER_ARROW_BATCH)
     for event in events:
-        # A fast-path event's BSON size (its text is about as long), or a dict event's row text.
-        size = batcher.add(event)
-        if len(batcher) >= ROWS_PER_ARROW_BATCH or size >= BYTES_PER_ARROW_BATCH:
+        if isinstance(event, EncodedRun):
+            start = 0
+            while start < len(event.keys):
+                start = batcher.add_run(event, start, *limits)
+                if batcher.full(*limits):
+                    yield batcher.flush()
+            continue
+        batcher.add(event)
+        if batcher.full(*limits):
             yield batcher.flush()
     if len(batcher):
         yield batcher.flush()

@@ -18,6 +18,7 @@ events kept as bytes until their rows are written), the reference path otherwise
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterator
 from typing import Final
@@ -26,7 +27,7 @@ from shardstream.errors import MergeError, OplogError
 from shardstream.match.evaluator import compile_pipeline
 from shardstream.merger.handle_topology_change import is_internal
 from shardstream.merger.raw.encoded_event import EncodedEvent
-from shardstream.merger.raw.shard_reader import FastShardReader
+from shardstream.merger.raw.shard_reader import EncodedRun, FastShardReader
 from shardstream.merger.shard_reader import ShardReader
 from shardstream.resume_token import decode_token, encode_token
 from shardstream.spark.source.fast_start import (
@@ -155,8 +156,11 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
         source.close()
 
 
-def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Iterator[ChangeEvent]:
-    """Yield ``shard``'s events of the merged stream above ``after`` and below ``end``.
+def read_shard_window(
+    spec: SourceSpec, shard: str, after: str, end: str
+) -> Iterator[ChangeEvent | EncodedRun]:
+    """Yield ``shard``'s events of the merged stream above ``after`` and below ``end``, the
+    fast path's as runs where the router keeps them as they are.
 
     A window's share of one shard (:mod:`shardstream.spark.source.window_planner`,
     :mod:`~shardstream.spark.source.live_window_planner`): ``end`` is the high-water-mark
@@ -178,7 +182,11 @@ def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Ite
         )
     reader, options = _fast_reader(spec, shard, fast)
     keep = router_filter(spec, options)
+    # Without a $match the router keeps every fast-path event as it is (router_filter):
+    # a run is cut to the window by its keys alone, no object per event.
+    runs = compile_pipeline(list(spec.pipeline)) is None
     floor, end = fast.floor, data_of(end)
+    floor_key, end_key = floor.encode(), end.encode()
     # Everything below the end is read once the shard's promise reaches the last time
     # before it: a source promises no entry at or below its promise is still to come, and
     # an event's token promises its whole entry was read.
@@ -187,7 +195,7 @@ def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Ite
     deadline = time.monotonic() + _LIVE_WAIT_S
     try:
         while True:
-            batch = reader.read(READ_CHUNK)
+            batch = reader.read_run(READ_CHUNK)
             if batch is None:  # a file always answers; a live tailer may have nothing yet
                 if not live:
                     raise MergeError(f"{spec.display}: shard {shard!r} returned no batch")
@@ -198,7 +206,20 @@ def read_shard_window(spec: SourceSpec, shard: str, after: str, end: str) -> Ite
                 time.sleep(_LIVE_POLL_S)
                 continue
             deadline = time.monotonic() + _LIVE_WAIT_S  # a wait counts from the last news
-            for event in batch.events:
+            events = batch.events
+            if isinstance(events, EncodedRun) and runs:
+                # The shard's events come in token order: the window is one slice of it.
+                keys = events.keys
+                first = bisect.bisect_right(keys, floor_key)
+                stop = bisect.bisect_left(keys, end_key)
+                if first < stop:
+                    yield events.slice(first, stop)
+                if stop < len(keys):
+                    return  # the rest is at or past the end
+                events = []
+            elif isinstance(events, EncodedRun):
+                events = events.events()
+            for event in events:
                 token = event.token.data
                 if token >= end:
                     return  # the shard's events come in token order: the rest is later
