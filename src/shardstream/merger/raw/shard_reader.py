@@ -61,10 +61,7 @@ class EncodedRun:
         events: list[ChangeEvent] = [
             EncodedEvent(raw, key, shard) for key, raw in zip(self.keys, self.raws, strict=True)
         ]
-        # As on the reference path, an update carries its entry's o (see ChangeEvent).
-        for index, o in self.updates:
-            events[index].raw_update = RawBSONDocument(o)
-        return events
+        return _carrying_updates(events, self.updates)
 
     def slice(self, start: int, stop: int) -> EncodedRun:
         """Events ``start`` to ``stop`` (exclusive) as a run of their own."""
@@ -175,10 +172,7 @@ class FastShardReader(PromisingReader):
                 event = by_index[index]
                 event.shard = shard
                 events.append(event)
-        # As on the reference path, an update carries its entry's o (see ChangeEvent).
-        for index, o in diffs:
-            events[index].raw_update = RawBSONDocument(o)
-        return events
+        return _carrying_updates(events, diffs)
 
 
 def shard_options(options: ChangeStreamOptions) -> ChangeStreamOptions:
@@ -213,6 +207,16 @@ class _DecodedHistory:
             decoded: dict[str, Any] = bson.decode(entry.raw, codec_options=OPLOG_CODEC_OPTIONS)
             return decoded
         return entry
+
+
+def _carrying_updates(
+    events: list[ChangeEvent], updates: list[tuple[int, bytes]]
+) -> list[ChangeEvent]:
+    """``events``, each update among them given its entry's ``o`` by index: as on the
+    reference path, an update carries it (see :class:`ChangeEvent`)."""
+    for index, o in updates:
+        events[index].raw_update = RawBSONDocument(o)
+    return events
 
 
 def _raw(entry: Mapping[str, Any]) -> bytes:
