@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from shardstream.errors import MergeError, OplogError
-from shardstream.match.evaluator import compile_pipeline
+from shardstream.match.evaluator import Predicate, compile_pipeline
 from shardstream.merger.handle_topology_change import is_internal
 from shardstream.merger.raw.encoded_event import EncodedEvent
 from shardstream.merger.raw.shard_reader import EncodedRun, FastShardReader
@@ -125,7 +125,7 @@ def read_shard_range(spec: SourceSpec, shard: str, after: str, last: str) -> Ite
         # A shard hands mongos the resume token's own event once more (for the router's
         # EnsureResumeTokenPresent check); the merged stream drops it, and so must this.
         floor = data_of(after) or (encode_token(resumed).data if resumed is not None else "")
-    keep = router_filter(spec, options)
+    keep = router_filter(compile_pipeline(list(spec.pipeline)), options)
     last = data_of(last)
     deadline = time.monotonic() + _LIVE_WAIT_S
     try:
@@ -181,10 +181,11 @@ def read_shard_window(
             "options only)"
         )
     reader, options = _fast_reader(spec, shard, fast)
-    keep = router_filter(spec, options)
+    predicate = compile_pipeline(list(spec.pipeline))
+    keep = router_filter(predicate, options)
     # Without a $match the router keeps every fast-path event as it is (router_filter):
     # a run is cut to the window by its keys alone, no object per event.
-    runs = compile_pipeline(list(spec.pipeline)) is None
+    runs = predicate is None
     floor, end = fast.floor, data_of(end)
     floor_key, end_key = floor.encode(), end.encode()
     # Everything below the end is read once the shard's promise reaches the last time
@@ -245,9 +246,11 @@ def _fast_reader(
     return FastShardReader(source, options, start=start), options
 
 
-def router_filter(spec: SourceSpec, options: ChangeStreamOptions) -> Callable[[ChangeEvent], bool]:
-    """The per-event stages mongos applies after the merge, as one predicate."""
-    predicate = compile_pipeline(list(spec.pipeline))
+def router_filter(
+    predicate: Predicate | None, options: ChangeStreamOptions
+) -> Callable[[ChangeEvent], bool]:
+    """The per-event stages mongos applies after the merge, as one predicate; ``predicate``
+    is the source's pipeline compiled (``compile_pipeline``; None: no $match)."""
     classic_only = not options.show_expanded_events
 
     def keep(event: ChangeEvent) -> bool:
