@@ -3,13 +3,15 @@ writer's C half, the reader of a change event's row fields that uses it, the cut
 fields out of an event's bytes (``event_split``), and the fast path's check of an entry's
 bytes; ``_json_read``, the canonical Extended JSON reader's C half
 (``token_json.loads``); ``_framing``, the loop that frames an oplog file's documents for
-its ``ts`` index (``oplog/ts_index.py``); ``_write_statements``, the sync's target write of
-a change event built from its bytes (``cluster_sync/write_statements.py``; it shares the
+its ``ts`` index (``oplog/ts_index.py``); ``_bson_columns``, a collection's typed
+columns read from its documents' BSON (``spark/delta/typed/bson_columns.py``);
+``_write_statements``, the sync's target write of a change event built from its bytes (``cluster_sync/write_statements.py``; it shares the
 event walk and the bytes check with ``_ejson``).
 
 ``optional=True``: where no C compiler is found the install still succeeds and
 ``shardstream.transform.raw.extended_json`` writes everything with its Python walker (same
-text, slower), ``token_json.loads`` reads with its Python hook, ``ts_index`` frames in Python, the sync plans every event in Python;
+text, slower), ``token_json.loads`` reads with its Python hook, ``ts_index`` frames in Python, the sync plans every event in Python, the typed
+columns are read value by value;
 ``tests/transform/test_raw_extended_json.py`` and ``tests/resume_token/test_json_read.py``
 fail if a module is missing.
 """
@@ -62,6 +64,13 @@ setup(
         Extension(
             "shardstream.oplog._framing",
             ["src/shardstream/oplog/_framing.c"],
+            optional=True,
+        ),
+        Extension(
+            "shardstream.spark.delta.typed._bson_columns",
+            ["src/shardstream/spark/delta/typed/_bson_columns.c"],
+            include_dirs=["src/shardstream/transform/raw"],
+            depends=["src/shardstream/transform/raw/_ejson.h"],
             optional=True,
         ),
     ]

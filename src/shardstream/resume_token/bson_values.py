@@ -76,4 +76,4 @@ def millis_to_date(millis: int, *, aware: bool = True) -> datetime.datetime | Da
     try:
         return (_EPOCH_UTC if aware else _EPOCH_NAIVE) + datetime.timedelta(milliseconds=millis)
     except OverflowError:
-        return DatetimeMS(millis)
+        return DatetimeMS(int(millis))  # an Int64 inside warns when it is encoded

@@ -23,6 +23,7 @@ from typing import Any, Final, TypeAlias
 
 import pyarrow as pa
 
+from shardstream.spark.delta.typed.bson_columns import BuiltColumns, built_columns
 from shardstream.spark.delta.typed.column_arrays import all_fit, arrow_type, column_array, gathered
 from shardstream.spark.delta.typed.column_types import (
     CONFLICT,
@@ -121,30 +122,62 @@ class ColumnSet:
     def copy(self) -> ColumnSet:
         return dataclasses.replace(self, fields=dict(self.fields), _checks=dict(self._checks))
 
-    def fold(self, documents: Iterable[Mapping[str, Any]]) -> None:
+    def kinds(self) -> tuple[tuple[str, ColumnType], ...]:
+        """``_id`` and the field columns with their types (what :meth:`built` reads under)."""
+        return ((ID, self.id_type or pa.string()), *self.fields.items())
+
+    def built(
+        self, documents: Sequence[Mapping[str, Any] | None], raws: list[bytes | None]
+    ) -> BuiltColumns | None:
+        """The columns the compiled reader builds from ``documents``' BSON ``raws`` (None:
+        it reads none, or the columns decide nothing yet): :meth:`fold` and :meth:`project`
+        take them as they are and judge only the rest in Python."""
+        if self.id_type is None and not self.fields:
+            return None  # every field is new: the fold's document by document way
+        assert len(raws) == len(documents)
+        return built_columns(raws, self.kinds())
+
+    def _read(
+        self, built: BuiltColumns | None, count: int
+    ) -> tuple[Mapping[str, pa.Array], Sequence[int]]:
+        """The arrays ``built`` holds and the rows that may hold a field no column names,
+        when ``built`` was read under these columns (else none, and all ``count`` rows)."""
+        if built is None or built.kinds != self.kinds():
+            return {}, range(count)
+        return built.arrays, built.unknown
+
+    def fold(
+        self, documents: Iterable[Mapping[str, Any]], built: BuiltColumns | None = None
+    ) -> None:
         """Add and widen columns for ``documents``, in stream order.
 
-        A column at a time: a column whose values all fit (nearly always) costs a look at
-        their classes; the others go value by value in stream order, and the fields without
-        a column document by document, as the order decides which become columns first.
+        A column at a time: a column the compiled reader built (``built``, from
+        :meth:`built` under these columns) holds every value; another whose values all fit
+        (nearly always) costs a look at their classes; the others go value by value in
+        stream order, and the fields without a column document by document, as the order
+        decides which become columns first.
         """
         documents = list(documents)
         fields = self.fields
-        ids, *columns = gathered(documents, [ID, *fields])
-        if self.id_type is None or not all_fit(ids, self.id_type):
-            for id_value in ids:
+        ready, unknown = self._read(built, len(documents))
+        names = [name for name in (ID, *fields) if name not in ready]
+        values = dict(zip(names, gathered(documents, names), strict=True))
+        if self.id_type is None or (ID in values and not all_fit(values[ID], self.id_type)):
+            for id_value in values[ID] if ID in values else gathered(documents, [ID])[0]:
                 self._fold_id(id_value)
-        for (name, kind), values in zip(list(fields.items()), columns, strict=True):
-            if not all_fit(values, kind):
-                for value in values:
+        for name, kind in list(fields.items()):
+            if name in values and not all_fit(values[name], kind):
+                for value in values[name]:
                     self._widen(name, fields[name], value)
         known = {ID, *fields}
-        if all(map(known.issuperset, documents)):
+        # The rows with a field no column names (the compiled reader lists those whose
+        # value is not null: a null one decides nothing).
+        rows = [row for row in unknown if not known.issuperset(documents[row])]
+        if not rows:
             return
-        taken = {name.casefold() for name in (ID, *self.reserved, *fields)}
-        for document in documents:
-            if not known.issuperset(document):
-                self._fold_new_fields(document, known, taken)
+        names_taken = {name.casefold() for name in (ID, *self.reserved, *fields)}
+        for row in rows:
+            self._fold_new_fields(documents[row], known, names_taken)
 
     def _widen(self, name: str, current: ColumnType, value: Any) -> None:
         """Widen column ``name`` (of type ``current``) to hold ``value`` where a widening
@@ -200,23 +233,36 @@ class ColumnSet:
             return True
         return any(self.fields[name] != kind for name, kind in before.fields.items())
 
-    def project(self, documents: Sequence[Mapping[str, Any] | None]) -> dict[str, pa.Array]:
+    def project(
+        self, documents: Sequence[Mapping[str, Any] | None], built: BuiltColumns | None = None
+    ) -> dict[str, pa.Array]:
         """The column arrays of ``documents`` (None: a row with every column null), plus
-        ``_rescued``."""
-        ids, *columns = gathered(documents, [ID, *self.fields])
-        id_kind = self.id_type or pa.string()
-        id_array, misfits = column_array(ids, id_kind)
-        if misfits:  # the fold made _id's column hold every _id: keep each one's value
-            convert = self._check(ID, id_kind)[2]
-            id_array = pa.array([convert(value) for value in ids], arrow_type(id_kind))
-        arrays = {ID: id_array}
+        ``_rescued``; the columns ``built`` holds (:meth:`built`) taken as they are."""
+        ready, unknown = self._read(built, len(documents))
+        names = [name for name in (ID, *self.fields) if name not in ready]
+        values_of = dict(zip(names, gathered(documents, names), strict=True))
+        arrays: dict[str, pa.Array] = {}
+        if ID in ready:
+            arrays[ID] = ready[ID]
+        else:
+            ids = values_of[ID]
+            id_kind = self.id_type or pa.string()
+            arrays[ID], misfits = column_array(ids, id_kind)
+            if misfits:  # the fold made _id's column hold every _id: keep each one's value
+                convert = self._check(ID, id_kind)[2]
+                arrays[ID] = pa.array([convert(value) for value in ids], arrow_type(id_kind))
         rescued: dict[int, dict[str, Any]] = {}
-        for (name, kind), values in zip(self.fields.items(), columns, strict=True):
+        for name, kind in self.fields.items():
+            if name in ready:
+                arrays[name] = ready[name]
+                continue
+            values = values_of[name]
             arrays[name], misfits = column_array(values, kind)
             for row in misfits:
                 rescued.setdefault(row, {})[name] = values[row]
         known = {ID, *self.fields}
-        for row, document in enumerate(documents):
+        for row in unknown:
+            document = documents[row]
             if document is not None and not known.issuperset(document):
                 for name, value in document.items():
                     if name not in known and value is not None:

@@ -21,11 +21,13 @@ from typing import Any, Final
 
 import bson
 import pyarrow as pa
+from bson.errors import InvalidDocument
 from deltalake import DeltaTable, Field, write_deltalake
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.mirror.prepare import quoted
+from shardstream.spark.delta.typed.bson_columns import BuiltColumns, available
 from shardstream.spark.delta.typed.buckets import description
 from shardstream.spark.delta.typed.rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -34,6 +36,7 @@ _log = logging.getLogger(__name__)
 CDF_CONFIGURATION: Final = {"delta.enableChangeDataFeed": "true"}
 DOC: Final = "_doc"
 DOCUMENT_ID: Final = "_documentId"
+_FIRST_FOLDED: Final = 16
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,7 +96,12 @@ class BatchTyping:
         found = self._folds.get(key)
         if found is None:
             found = before.copy()
-            found.fold(documents)
+            # A new table's first documents make its columns one by one; the rest are read
+            # under them (folding in parts is folding at once: stream order is kept).
+            head = 0 if before.id_type is not None or before.fields else _FIRST_FOLDED
+            found.fold(documents[:head])
+            rest = documents[head:]
+            found.fold(rest, self._built(found, rest))
             self._folds[key] = found
         return found.copy()
 
@@ -110,13 +118,16 @@ class BatchTyping:
             if -1 not in rows:
                 take = pa.array(rows, pa.int64())
                 return {name: array.take(take) for name, array in arrays.items()}
-        arrays = columns.project(documents)
+        arrays = columns.project(documents, self._built(columns, documents))
         index = {id(d): row for row, d in enumerate(documents) if d is not None}
         self._projections[key] = (index, arrays)
         return arrays
 
     def encoded(self, documents: Sequence[Mapping[str, Any] | None]) -> pa.Array:
         """The documents' BSON (``_doc``; None: null)."""
+        return pa.array(self._raws(documents), pa.binary())
+
+    def _raws(self, documents: Sequence[Mapping[str, Any] | None]) -> list[bytes | None]:
         encoded = self._encoded
         values: list[bytes | None] = []
         for document in documents:
@@ -127,7 +138,20 @@ class BatchTyping:
             if raw is None:
                 raw = encoded[id(document)] = bson.encode(document)
             values.append(raw)
-        return pa.array(values, pa.binary())
+        return values
+
+    def _built(
+        self, columns: ColumnSet, documents: Sequence[Mapping[str, Any] | None]
+    ) -> BuiltColumns | None:
+        """The columns the compiled reader builds from the documents' BSON (the ``_doc``
+        bytes, encoded once for both); none where a document has no BSON of its own."""
+        if not available():
+            return None
+        try:
+            raws = self._raws(documents)
+        except (InvalidDocument, TypeError, OverflowError):
+            return None  # shardstream's own Undefined or DBPointer: the Python path's
+        return columns.built(documents, raws)
 
 
 def decode_document(raw: bytes) -> dict[str, Any]:
