@@ -2,7 +2,7 @@
 writer's C half, the reader of a change event's row fields that uses it, the cut of some
 fields out of an event's bytes (``event_split``), and the fast path's check of an entry's
 bytes; ``_json_read``, the canonical Extended JSON reader's C half
-(``token_json.loads``); ``_framing``, the loop that frames an oplog file's documents for
+(``token_json.loads``) and a document's BSON from that text (``token_json.document_bson``); ``_framing``, the loop that frames an oplog file's documents for
 its ``ts`` index (``oplog/ts_index.py``); ``_bson_columns``, a collection's typed
 columns read from its documents' BSON (``spark/delta/typed/bson_columns.py``);
 ``_write_statements``, the sync's target write of a change event built from its bytes (``cluster_sync/write_statements.py``; it shares the
@@ -58,7 +58,11 @@ setup(
         ),
         Extension(
             "shardstream.resume_token._json_read",
-            ["src/shardstream/resume_token/_json_read.c"],
+            [
+                "src/shardstream/resume_token/_json_read.c",
+                "src/shardstream/resume_token/_json_bson.c",
+            ],
+            depends=["src/shardstream/resume_token/_json_scan.h"],
             optional=True,
         ),
         Extension(

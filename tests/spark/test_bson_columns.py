@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from shardstream.bench.corpus import generate_oplog
 from shardstream.resume_token.token_json import loads
+from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.bson_columns import available, built_columns
 from shardstream.spark.delta.typed.rows import ID, RESCUED, ColumnSet
-from shardstream.spark.delta.typed.schema import BatchTyping
 from shardstream.transform.raw.extended_json import bson_to_json
 
 RESERVED = ("_doc", "_token")
@@ -106,10 +106,10 @@ def check_batch(first: list[dict[str, Any]], second: list[dict[str, Any] | None]
     columns.fold(first)
     present = [d for d in second if d is not None]
     folded, plain = columns.copy(), columns.copy()
-    folded.fold(present, columns.built(present, [bson.encode(d) for d in present]))
+    folded.fold(present, columns.built([bson.encode(d) for d in present]))
     plain.fold(present)
     assert folded.signature() == plain.signature()
-    built = plain.built(second, [None if d is None else bson.encode(d) for d in second])
+    built = plain.built([None if d is None else bson.encode(d) for d in second])
     if built is not None:  # None: a fresh table, whose fold goes document by document
         assert_same_arrays(plain.project(second, built), plain.project(second))
 
@@ -139,7 +139,7 @@ def test_a_corpus_batch_builds_every_column_and_lists_the_rows_with_new_fields()
     columns = ColumnSet(None, {}, frozenset(RESERVED), 500)
     columns.fold(documents)
     batch = [*documents[:5], {**documents[5], "late": 1, "empty": None}, None]
-    built = columns.built(batch, [None if d is None else bson.encode(d) for d in batch])
+    built = columns.built([None if d is None else bson.encode(d) for d in batch])
     assert built is not None
     assert sorted(built.arrays) == sorted([ID, *columns.fields])
     assert list(built.unknown) == [5]  # the null "empty" field alone would not list a row
@@ -174,13 +174,21 @@ def test_bytes_that_are_no_bson_document_read_nothing() -> None:
     assert built_columns([b"\x05\x00\x00\x00\x00", raw], kinds) is not None
 
 
-def test_a_batch_typing_projects_what_the_python_path_does() -> None:
-    documents = decoded([e["o"] for e in generate_oplog(300) if e["op"] == "i"])
+@pytest.mark.parametrize("known", [0, 10])
+def test_a_batch_typing_of_texts_types_as_the_python_path_does(known: int) -> None:
+    """Texts in, each encoded once and decoded only where Python must look: the same
+    columns, rows and ``_doc`` as the documents folded and projected in Python."""
+    raws = [bson.encode(e["o"]) for e in generate_oplog(300) if e["op"] == "i"]
+    raws.append(bson.encode({"_id": 1, "late": Decimal128("1.5")}))  # a new field, for Python
+    texts = [bson_to_json(raw) for raw in raws]
+    documents = [loads(text) for text in texts]
     before = ColumnSet(None, {}, frozenset(RESERVED), 500)
-    before.fold(documents[:10])
+    before.fold(documents[:known])
     typing = BatchTyping()
-    columns = typing.fold(before, documents)
+    columns = typing.fold(before, texts)
     expected = before.copy()
     expected.fold(documents)
     assert columns.signature() == expected.signature()
-    assert_same_arrays(typing.project(columns, documents), expected.project(documents))
+    rows = [*texts, None]
+    assert_same_arrays(typing.project(columns, rows), expected.project([*documents, None]))
+    assert typing.encoded(rows).to_pylist() == [*map(bson.encode, documents), None]

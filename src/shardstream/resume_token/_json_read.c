@@ -17,128 +17,24 @@
  * (the change log's fullDocument, the mirror's stored rows); json.loads calls the Python
  * hook once per object, most of them one-value type wrappers, ~40 us a document.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_json_scan.h"
 #include <datetime.h>
 
 typedef struct {
-    const char *p, *end;
+    Scan s; /* first: a Reader is read as its Scan */
     PyObject *int64, *object_id, *date;
-    int depth, max_depth;
-    char *buf; /* a string's bytes with its escapes undone */
-    Py_ssize_t cap;
 } Reader;
 
 static PyObject *read_value(Reader *r);
 
-static void skip_space(Reader *r) {
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
-        r->p++;
-}
-
-/* A hex digit's value; -1: not a hex digit. */
-static int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static int hex4(const char *p, const char *end, unsigned *out) {
-    if (end - p < 4) return -1;
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        int digit = hex_digit(p[i]);
-        if (digit < 0) return -1;
-        v = (v << 4) | (unsigned)digit;
-    }
-    *out = v;
-    return 0;
-}
-
-static int reserve(Reader *r, Py_ssize_t need) {
-    if (need <= r->cap) return 0;
-    Py_ssize_t cap = r->cap ? r->cap : 256;
-    while (cap < need) cap *= 2;
-    char *b = PyMem_Realloc(r->buf, cap);
-    if (b == NULL) return -1;
-    r->buf = b;
-    r->cap = cap;
-    return 0;
-}
-
-/* A JSON string at r->p (its opening quote); NULL: unsure. */
+/* A JSON string at r->s.p (its opening quote); NULL: unsure. */
 static PyObject *read_string(Reader *r) {
-    const char *start = ++r->p, *q = start;
-    while (q < r->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
-    if (q >= r->end || (unsigned char)*q < 0x20) return NULL;
-    if (*q == '"') {
-        r->p = q + 1;
-        return PyUnicode_DecodeUTF8(start, q - start, NULL);
-    }
-    /* Escapes: every escape is at least as long as the UTF-8 it stands for. */
-    const char *close = q;
-    while (close < r->end && *close != '"') close += (*close == '\\') ? 2 : 1;
-    if (close >= r->end || reserve(r, close - start) < 0) return NULL;
-    Py_ssize_t n = q - start;
-    memcpy(r->buf, start, n);
-    while (q < close) {
-        unsigned char c = (unsigned char)*q;
-        if (c < 0x20) return NULL;
-        if (c != '\\') {
-            r->buf[n++] = (char)c;
-            q++;
-            continue;
-        }
-        char e = q[1];
-        q += 2;
-        switch (e) {
-            case '"': r->buf[n++] = '"'; continue;
-            case '\\': r->buf[n++] = '\\'; continue;
-            case '/': r->buf[n++] = '/'; continue;
-            case 'b': r->buf[n++] = '\b'; continue;
-            case 'f': r->buf[n++] = '\f'; continue;
-            case 'n': r->buf[n++] = '\n'; continue;
-            case 'r': r->buf[n++] = '\r'; continue;
-            case 't': r->buf[n++] = '\t'; continue;
-            case 'u': break;
-            default: return NULL;
-        }
-        unsigned cp, low;
-        if (hex4(q, close, &cp) < 0) return NULL;
-        q += 4;
-        if (cp >= 0xdc00 && cp <= 0xdfff) return NULL; /* a lone low surrogate */
-        if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (close - q < 6 || q[0] != '\\' || q[1] != 'u' || hex4(q + 2, close, &low) < 0 ||
-                low < 0xdc00 || low > 0xdfff)
-                return NULL; /* a lone high surrogate */
-            q += 6;
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
-        }
-        if (cp < 0x80) {
-            r->buf[n++] = (char)cp;
-        } else if (cp < 0x800) {
-            r->buf[n++] = (char)(0xc0 | (cp >> 6));
-            r->buf[n++] = (char)(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            r->buf[n++] = (char)(0xe0 | (cp >> 12));
-            r->buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            r->buf[n++] = (char)(0x80 | (cp & 0x3f));
-        } else {
-            r->buf[n++] = (char)(0xf0 | (cp >> 18));
-            r->buf[n++] = (char)(0x80 | ((cp >> 12) & 0x3f));
-            r->buf[n++] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            r->buf[n++] = (char)(0x80 | (cp & 0x3f));
-        }
-    }
-    r->p = close + 1;
-    return PyUnicode_DecodeUTF8(r->buf, n, NULL);
+    const char *bytes;
+    Py_ssize_t n;
+    if (scan_string(&r->s, &bytes, &n) < 0) return NULL;
+    return PyUnicode_DecodeUTF8(bytes, n, NULL);
 }
 
-/* 0001-01-01T00:00:00.000 and 9999-12-31T23:59:59.999 in milliseconds since the epoch:
- * the dates a datetime holds. */
-#define FIRST_DATE_MS (-62135596800000LL)
-#define LAST_DATE_MS 253402300799999LL
 #define DAY_MS 86400000LL
 
 /* The naive UTC datetime `millis` after the epoch (within FIRST..LAST_DATE_MS), as
@@ -215,28 +111,28 @@ static PyObject *type_wrapper(Reader *r, PyObject *name, PyObject *value) {
 }
 
 static PyObject *read_object(Reader *r) {
-    r->p++;
-    skip_space(r);
+    r->s.p++;
+    skip_space(&r->s);
     PyObject *d = PyDict_New();
     if (d == NULL) return NULL;
     Py_ssize_t pairs = 0;
     int dollar = 0;
-    if (r->p < r->end && *r->p == '}') {
-        r->p++;
+    if (r->s.p < r->s.end && *r->s.p == '}') {
+        r->s.p++;
         return d;
     }
     for (;;) {
-        if (r->p >= r->end || *r->p != '"') goto unsure;
+        if (r->s.p >= r->s.end || *r->s.p != '"') goto unsure;
         PyObject *key = read_string(r);
         if (key == NULL) goto unsure;
         dollar |= PyUnicode_GET_LENGTH(key) > 0 && PyUnicode_READ_CHAR(key, 0) == '$';
-        skip_space(r);
-        if (r->p >= r->end || *r->p != ':') {
+        skip_space(&r->s);
+        if (r->s.p >= r->s.end || *r->s.p != ':') {
             Py_DECREF(key);
             goto unsure;
         }
-        r->p++;
-        skip_space(r);
+        r->s.p++;
+        skip_space(&r->s);
         PyObject *value = read_value(r);
         if (value == NULL) {
             Py_DECREF(key);
@@ -247,14 +143,14 @@ static PyObject *read_object(Reader *r) {
         Py_DECREF(value);
         if (failed) goto unsure;
         pairs++;
-        skip_space(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            skip_space(r);
+        skip_space(&r->s);
+        if (r->s.p < r->s.end && *r->s.p == ',') {
+            r->s.p++;
+            skip_space(&r->s);
             continue;
         }
-        if (r->p < r->end && *r->p == '}') {
-            r->p++;
+        if (r->s.p < r->s.end && *r->s.p == '}') {
+            r->s.p++;
             break;
         }
         goto unsure;
@@ -273,12 +169,12 @@ unsure:
 }
 
 static PyObject *read_array(Reader *r) {
-    r->p++;
-    skip_space(r);
+    r->s.p++;
+    skip_space(&r->s);
     PyObject *list = PyList_New(0);
     if (list == NULL) return NULL;
-    if (r->p < r->end && *r->p == ']') {
-        r->p++;
+    if (r->s.p < r->s.end && *r->s.p == ']') {
+        r->s.p++;
         return list;
     }
     for (;;) {
@@ -287,14 +183,14 @@ static PyObject *read_array(Reader *r) {
         int failed = PyList_Append(list, item);
         Py_DECREF(item);
         if (failed) break;
-        skip_space(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            skip_space(r);
+        skip_space(&r->s);
+        if (r->s.p < r->s.end && *r->s.p == ',') {
+            r->s.p++;
+            skip_space(&r->s);
             continue;
         }
-        if (r->p < r->end && *r->p == ']') {
-            r->p++;
+        if (r->s.p < r->s.end && *r->s.p == ']') {
+            r->s.p++;
             return list;
         }
         break;
@@ -303,27 +199,21 @@ static PyObject *read_array(Reader *r) {
     return NULL;
 }
 
-static int literal(Reader *r, const char *word, Py_ssize_t n) {
-    if (r->end - r->p < n || memcmp(r->p, word, n) != 0) return 0;
-    r->p += n;
-    return 1;
-}
-
-/* The value at r->p; NULL: unsure (a Python error may be set: the caller clears it). */
+/* The value at r->s.p; NULL: unsure (a Python error may be set: the caller clears it). */
 static PyObject *read_value(Reader *r) {
-    if (r->p >= r->end) return NULL;
+    if (r->s.p >= r->s.end) return NULL;
     PyObject *found = NULL;
-    switch (*r->p) {
+    switch (*r->s.p) {
         case '"': return read_string(r);
         case '{':
         case '[':
-            if (++r->depth > r->max_depth) return NULL;
-            found = *r->p == '{' ? read_object(r) : read_array(r);
-            r->depth--;
+            if (++r->s.depth > r->s.max_depth) return NULL;
+            found = *r->s.p == '{' ? read_object(r) : read_array(r);
+            r->s.depth--;
             return found;
-        case 't': return literal(r, "true", 4) ? Py_NewRef(Py_True) : NULL;
-        case 'f': return literal(r, "false", 5) ? Py_NewRef(Py_False) : NULL;
-        case 'n': return literal(r, "null", 4) ? Py_NewRef(Py_None) : NULL;
+        case 't': return literal(&r->s, "true", 4) ? Py_NewRef(Py_True) : NULL;
+        case 'f': return literal(&r->s, "false", 5) ? Py_NewRef(Py_False) : NULL;
+        case 'n': return literal(&r->s, "null", 4) ? Py_NewRef(Py_None) : NULL;
         default: return NULL; /* a bare number, NaN, Infinity or not JSON */
     }
 }
@@ -342,12 +232,12 @@ static PyObject *loads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         PyErr_Clear();
         return Py_NewRef(unsure);
     }
-    Reader r = {text, text + size, args[2], args[3], args[4], 0, (int)max_depth, NULL, 0};
-    skip_space(&r);
+    Reader r = {{text, text + size, 0, (int)max_depth, NULL, 0}, args[2], args[3], args[4]};
+    skip_space(&r.s);
     PyObject *found = read_value(&r);
-    skip_space(&r);
-    PyMem_Free(r.buf);
-    if (found == NULL || r.p != r.end) {
+    skip_space(&r.s);
+    PyMem_Free(r.s.buf);
+    if (found == NULL || r.s.p != r.s.end) {
         Py_XDECREF(found);
         PyErr_Clear(); /* the Python parser raises its own error for the same text */
         return Py_NewRef(unsure);
@@ -358,6 +248,8 @@ static PyObject *loads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 static PyMethodDef methods[] = {
     {"loads", (PyCFunction)(void (*)(void))loads, METH_FASTCALL,
      "loads(text, unsure, int64, object_id, date, max_depth, /): text's values, or unsure."},
+    {"document_bson", (PyCFunction)(void (*)(void))document_bson, METH_FASTCALL,
+     "document_bson(text, max_depth, /): a document's BSON from its text, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,3 +11,7 @@ def loads(
     max_depth: int,
     /,
 ) -> Any: ...
+
+# A document's BSON from its canonical Extended JSON (see _json_bson.c): None where Python
+# must write it (token_json.document_bson).
+def document_bson(text: str, max_depth: int, /) -> bytes | None: ...

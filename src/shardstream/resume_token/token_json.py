@@ -14,6 +14,7 @@ import uuid as uuid_module
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import bson
 from bson import json_util
 from bson.binary import Binary
 from bson.code import Code
@@ -35,9 +36,11 @@ from shardstream.resume_token.json_input import MAX_JSON_DEPTH, depth_problem
 from shardstream.resume_token.token_data import ResumeTokenData, TokenType
 
 try:  # the compiled reader (setup.py: optional, as a C compiler may be missing)
+    from shardstream.resume_token._json_read import document_bson as _compiled_bson
     from shardstream.resume_token._json_read import loads as _compiled_loads
 except ImportError:  # pragma: no cover - tests/resume_token/test_json_read.py fails instead
     _compiled_loads = None  # type: ignore[assignment]
+    _compiled_bson = None  # type: ignore[assignment]
 
 JSON_OPTIONS: Final = json_util.CANONICAL_JSON_OPTIONS.with_options(
     datetime_conversion=DatetimeConversion.DATETIME_AUTO
@@ -128,6 +131,21 @@ def loads(text: str) -> Any:
         if found is not _UNSURE:
             return found
     return python_loads(text)
+
+
+def document_bson(text: str) -> bytes:
+    """The BSON of a document's canonical Extended JSON: what ``bson.encode(loads(text))``
+    writes, byte for byte, without the Python values where the compiled writer is sure.
+
+    Raises:
+        ValueError: as :func:`loads`; ``bson.errors.InvalidDocument``: a value BSON cannot
+            hold as ``loads`` reads it (shardstream's own Undefined or DBPointer).
+    """
+    if _compiled_bson is not None:
+        found = _compiled_bson(text, MAX_JSON_DEPTH)
+        if found is not None:
+            return found
+    return bson.encode(loads(text))
 
 
 def python_loads(text: str) -> Any:

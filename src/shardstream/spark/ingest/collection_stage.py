@@ -33,7 +33,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from shardstream.spark.delta.commits import BatchCommit
-from shardstream.spark.delta.typed.batch import Documents, write_shares
+from shardstream.spark.delta.typed.batch import write_shares
 from shardstream.spark.delta.typed.change_rows import (
     CHANGE_ROWS_SCHEMA,
     ROUTE,
@@ -90,7 +90,7 @@ def write_collection_rows(options: WriterOptions, rows: pa.Table) -> Written:
     """A collection task: its collections' tables written from ``rows``, one commit each
     (its watermark the newest change of the batch the table took: a collection task does
     not see the batch's last event); the state tasks' messages among the rows passed on."""
-    shares, messages = namespace_rows(rows, Documents())
+    shares, messages = namespace_rows(rows)
     write_shares(
         options.root,
         shares,

@@ -21,14 +21,13 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
-from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import BatchCommit
 from shardstream.spark.delta.mirror.keys import Namespace
 from shardstream.spark.delta.mirror.prepare import DELETE, PreparedBatch
+from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.changes import collection_changes
 from shardstream.spark.delta.typed.history import Change, write_history
 from shardstream.spark.delta.typed.mirror import FinalRow, write_mirror
@@ -40,7 +39,6 @@ from shardstream.spark.delta.typed.paths import (
     table_name,
     table_path,
 )
-from shardstream.spark.delta.typed.schema import BatchTyping
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,19 +52,6 @@ class CollectionWrites:
 
     mirrors: Mapping[Namespace, int | None]
     history: Mapping[Namespace, int | None]
-
-
-class Documents:
-    """Canonical Extended JSON texts decoded once each per batch."""
-
-    def __init__(self) -> None:
-        self._decoded: dict[str, dict[str, Any]] = {}
-
-    def __call__(self, text: str) -> dict[str, Any]:
-        found = self._decoded.get(text)
-        if found is None:
-            found = self._decoded[text] = loads(text)
-        return found
 
 
 @dataclasses.dataclass(slots=True)
@@ -101,9 +86,8 @@ def write_collections(
 ) -> CollectionWrites:
     """Write ``prepared`` (the state's preparation of ``fresh``) into the collection tables
     (``buckets``: a created table's bucket count)."""
-    documents = Documents()
-    changes = collection_changes(root, fresh, prepared.versions, documents)
-    finals = final_rows(prepared.source, documents)
+    changes = collection_changes(root, fresh, prepared.versions)
+    finals = final_rows(prepared.source)
     shares = {
         namespace: CollectionShare(changes.get(namespace, []), finals.get(namespace))
         for namespace in {*finals, *changes}
@@ -145,7 +129,7 @@ def write_shares(
                 typing=typing,
             )
         if share.finals is not None:
-            versions = [c.document for c in share.changes if c.document is not None]
+            versions = [c.text for c in share.changes if c.text is not None]
             mirrors[namespace] = write_mirror(
                 table_path(root, MIRROR_DIR, db, coll),
                 table_name(MIRROR_DIR, db, coll),
@@ -160,9 +144,7 @@ def write_shares(
     return CollectionWrites(mirrors, written)
 
 
-def final_rows(
-    source: pa.Table, documents: Callable[[str], dict[str, Any]]
-) -> dict[Namespace, list[FinalRow]]:
+def final_rows(source: pa.Table) -> dict[Namespace, list[FinalRow]]:
     """Each namespace's documents as the batch left them (``source``: the state's
     preparation, one row per touched document)."""
     finals: dict[Namespace, list[FinalRow]] = defaultdict(list)
@@ -172,7 +154,7 @@ def final_rows(
         finals[(row["db"], row["coll"])].append(
             FinalRow(
                 row["_documentId"],
-                documents(text) if text is not None else None,
+                text,
                 row["_id"] or "",
                 row["clusterTime"],
             )

@@ -15,7 +15,7 @@ it for the collections it knows, and the collection's task keeps one of each.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,7 +26,7 @@ from shardstream.spark.delta.mirror.bucketed.bucket_writer import AppliedBucket
 from shardstream.spark.delta.mirror.keys import Namespace
 from shardstream.spark.delta.mirror.prepare import DELETE
 from shardstream.spark.delta.typed.batch import CollectionShare
-from shardstream.spark.delta.typed.changes import ChangeStep, change_steps, decoded_change
+from shardstream.spark.delta.typed.changes import ChangeStep, change_steps, history_change
 from shardstream.spark.delta.typed.mirror import FinalRow
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
@@ -116,9 +116,7 @@ def message_rows(payload: bytes) -> pa.Table:
     return pa.Table.from_pydict(values, schema=CHANGE_ROWS_SCHEMA)
 
 
-def namespace_rows(
-    rows: pa.Table, documents: Callable[[str], dict[str, Any]]
-) -> tuple[dict[Namespace, CollectionShare], list[bytes]]:
+def namespace_rows(rows: pa.Table) -> tuple[dict[Namespace, CollectionShare], list[bytes]]:
     """A collection task's rows as each collection's share (its changes in stream order,
     one of each collection end; its final rows by ``_id``), and the messages among them."""
     # The documents a rename moved share its token: by _id, whatever task said them.
@@ -134,9 +132,11 @@ def namespace_rows(
             messages.append(message)
             continue
         db, _, coll = path.partition(_SEPARATOR)
-        entry = found.setdefault((db, coll), CollectionShare([], None))
+        entry = found.get((db, coll))
+        if entry is None:
+            entry = found[(db, coll)] = CollectionShare([], None)
         if kind == FINAL:
-            final = FinalRow(key, documents(text) if text is not None else None, token, time)
+            final = FinalRow(key, text, token, time)
             if entry.finals is None:
                 entry.finals = []
             entry.finals.append(final)
@@ -146,7 +146,7 @@ def namespace_rows(
                 continue  # said by every state task that knew the collection
             ends.add((path, token))
         step = ChangeStep((db, coll), token, operation, key, text, time)
-        entry.changes.append(decoded_change(step, documents))
+        entry.changes.append(history_change(step))
     for entry in found.values():
         if entry.finals is not None:
             entry.finals.sort(key=lambda final: final.document_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -103,19 +103,17 @@ def collection_changes(
     root: Path,
     fresh: pa.Table,
     versions: pa.Table | None,
-    documents: Callable[[str], dict[str, Any]],
 ) -> dict[Namespace, list[Change]]:
-    """Each namespace's changes in stream order, their documents decoded by ``documents``."""
+    """Each namespace's changes in stream order."""
     changes: dict[Namespace, list[Change]] = defaultdict(list)
     for step in change_steps(root, fresh, versions):
-        changes[step.namespace].append(decoded_change(step, documents))
+        changes[step.namespace].append(history_change(step))
     return dict(changes)
 
 
-def decoded_change(step: ChangeStep, documents: Callable[[str], dict[str, Any]]) -> Change:
+def history_change(step: ChangeStep) -> Change:
     """``step`` as the history's :class:`Change`."""
-    document = documents(step.text) if step.text is not None else None
-    return Change(step.token, step.operation, step.document_id, document, step.cluster_time)
+    return Change(step.token, step.operation, step.document_id, step.text, step.cluster_time)
 
 
 def ended_collections(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 
@@ -43,6 +43,7 @@ from shardstream.spark.delta.commits import (
     open_table,
 )
 from shardstream.spark.delta.mirror.prepare import quoted, sql_literal
+from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.buckets import (
     BUCKET,
     BUCKET_FIELD,
@@ -55,7 +56,6 @@ from shardstream.spark.delta.typed.schema import (
     CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
-    BatchTyping,
     TableKind,
     evolved_table,
     merge_columns,
@@ -99,14 +99,15 @@ class Change:
         operation: its operationType (``insert``, ``update``, ``delete``, ``drop``, ...).
         document_id: the document's ``_id`` as canonical Extended JSON (None: a change to
             the whole collection, which ends every open version).
-        document: the document after the change (None: none, e.g. deleted).
+        text: the document after the change as canonical Extended JSON (None: none,
+            e.g. deleted).
         cluster_time: the change's cluster time.
     """
 
     token: str
     operation: str
     document_id: str | None
-    document: Mapping[str, Any] | None
+    text: str | None
     cluster_time: Mapping[str, int] | None
 
 
@@ -139,7 +140,7 @@ def _versions(changes: Sequence[Change]) -> _Versions:
             found.ends[open_rows.pop(identity)] = change.token
         elif found.collection_end is None and identity not in found.stored_ends:
             found.stored_ends[identity] = change.token
-        if change.document is not None:
+        if change.text is not None:
             open_rows[identity] = len(found.rows)
             found.rows.append(change)
             found.identities.append(identity)
@@ -188,13 +189,13 @@ def write_history(
     found = _versions([change for change in changes if mark is None or change.token > mark])
     if not found.rows and (stored is None or (not found.stored_ends and not found.collection_end)):
         return 0  # no version to add, nor a stored one to end
-    documents = [change.document for change in found.rows if change.document is not None]
+    documents = [change.text for change in found.rows if change.text is not None]
     shared = typing or BatchTyping()
     table, columns = evolved_table(
         path, HISTORY_KIND, documents, max_columns, title, shared, stored=stored, buckets=buckets
     )
     closing = list(found.stored_ends.items())
-    rows: list[Mapping[str, Any] | None] = [*documents, *(None for _ in closing)]
+    rows: list[str | None] = [*documents, *(None for _ in closing)]
     arrays = shared.project(columns, rows)
     arrays[DOC] = shared.encoded(rows)
     arrays[START_AT] = pa.array([*(c.token for c in found.rows), *(None for _ in closing)])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 
@@ -32,6 +32,7 @@ from shardstream.spark.delta.commits import (
     open_table,
 )
 from shardstream.spark.delta.mirror.prepare import quoted
+from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.buckets import (
     BUCKET,
     BUCKET_FIELD,
@@ -44,7 +45,6 @@ from shardstream.spark.delta.typed.schema import (
     CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
-    BatchTyping,
     TableKind,
     evolved_table,
     merge_columns,
@@ -74,13 +74,14 @@ class FinalRow:
 
     Attributes:
         document_id: its ``_id`` as canonical Extended JSON.
-        document: its decoded values (None: deleted).
+        text: the document as canonical Extended JSON (None: deleted); the typing
+            decodes it only where the compiled columns leave a value to Python.
         token: the ``_data`` of the last change to it.
         cluster_time: that change's cluster time (``{"t", "i"}``).
     """
 
     document_id: str
-    document: Mapping[str, Any] | None
+    text: str | None
     token: str
     cluster_time: Mapping[str, int] | None
 
@@ -89,7 +90,7 @@ def write_mirror(
     path: Path,
     name: str,
     rows: Sequence[FinalRow],
-    versions: Sequence[Mapping[str, Any]],
+    versions: Sequence[str],
     commit: BatchCommit,
     max_columns: int,
     *,
@@ -103,8 +104,9 @@ def write_mirror(
         name: the table's name in its commit markers (``paths.table_name``).
         title: the collection's ``<db>.<coll>`` (``paths.full_name``).
         typing: the batch's typing work shared with the collection's history.
-        versions: every document version of the batch, in stream order: the columns are
-            inferred from all of them, so a batch's cut never changes a column's type.
+        versions: every document version of the batch (its text), in stream order: the
+            columns are inferred from all of them, so a batch's cut never changes a
+            column's type.
         max_columns: the most field columns the table gets.
         buckets: the bucket count of the table if this creates it (a table keeps its own).
 
@@ -132,14 +134,14 @@ def write_mirror(
     table, columns = evolved_table(
         path, MIRROR_KIND, versions, max_columns, title, shared, stored=stored, buckets=buckets
     )
-    documents = [row.document for row in rows]
+    documents = [row.text for row in rows]
     arrays = shared.project(columns, documents)
     arrays[DOC] = shared.encoded(documents)
     arrays[TOKEN] = pa.array([row.token for row in rows], pa.string())
     arrays[CLUSTER_TIME] = pa.array([row.cluster_time for row in rows], CLUSTER_TIME_TYPE)
     arrays[DOCUMENT_ID] = pa.array([row.document_id for row in rows], pa.string())
     arrays[BUCKET] = document_buckets((row.document_id for row in rows), buckets)
-    arrays[_DELETE] = pa.array([row.document is None for row in rows], pa.bool_())
+    arrays[_DELETE] = pa.array([row.text is None for row in rows], pa.bool_())
     source = pa.table(arrays)
     updates = merge_columns(table, source.column_names)
     properties = commit.properties(name, mark)  # a schema commit carries none

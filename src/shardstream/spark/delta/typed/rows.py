@@ -126,15 +126,12 @@ class ColumnSet:
         """``_id`` and the field columns with their types (what :meth:`built` reads under)."""
         return ((ID, self.id_type or pa.string()), *self.fields.items())
 
-    def built(
-        self, documents: Sequence[Mapping[str, Any] | None], raws: list[bytes | None]
-    ) -> BuiltColumns | None:
-        """The columns the compiled reader builds from ``documents``' BSON ``raws`` (None:
-        it reads none, or the columns decide nothing yet): :meth:`fold` and :meth:`project`
+    def built(self, raws: list[bytes | None]) -> BuiltColumns | None:
+        """The columns the compiled reader builds from documents' BSON ``raws`` (None: it
+        reads none, or the columns decide nothing yet): :meth:`fold` and :meth:`project`
         take them as they are and judge only the rest in Python."""
         if self.id_type is None and not self.fields:
             return None  # every field is new: the fold's document by document way
-        assert len(raws) == len(documents)
         return built_columns(raws, self.kinds())
 
     def _read(
@@ -157,7 +154,9 @@ class ColumnSet:
         stream order, and the fields without a column document by document, as the order
         decides which become columns first.
         """
-        documents = list(documents)
+        # A sequence is kept as it is: one whose documents are decoded where looked at
+        # (batch_typing.DecodedDocuments) has most of them left unread.
+        documents = documents if isinstance(documents, Sequence) else list(documents)
         fields = self.fields
         ready, unknown = self._read(built, len(documents))
         names = [name for name in (ID, *fields) if name not in ready]

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import bson
 import pyarrow as pa
-from bson.errors import InvalidDocument
 from deltalake import DeltaTable, Field, write_deltalake
 
 from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import table_rows
 from shardstream.spark.delta.mirror.prepare import quoted
-from shardstream.spark.delta.typed.bson_columns import BuiltColumns, available
+from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.buckets import description
 from shardstream.spark.delta.typed.rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
@@ -36,7 +34,6 @@ _log = logging.getLogger(__name__)
 CDF_CONFIGURATION: Final = {"delta.enableChangeDataFeed": "true"}
 DOC: Final = "_doc"
 DOCUMENT_ID: Final = "_documentId"
-_FIRST_FOLDED: Final = 16
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,84 +73,6 @@ RESERVED_NAMES: Final = (
 )
 
 
-class BatchTyping:
-    """The typing work one batch's tables of a collection share.
-
-    The history and the mirror of a collection fold the same versions into (usually) the
-    same columns, and the mirror's rows are some of the history's: each fold, projection and
-    document encoding is done once per batch and reused, matched by the documents' identity
-    (the batch decodes each text once, so equal documents are the same objects).
-    """
-
-    def __init__(self) -> None:
-        self._folds: dict[tuple[Any, ...], ColumnSet] = {}
-        self._projections: dict[tuple[Any, ...], tuple[dict[int, int], dict[str, pa.Array]]] = {}
-        self._encoded: dict[int, bytes] = {}
-
-    def fold(self, before: ColumnSet, documents: Sequence[Mapping[str, Any]]) -> ColumnSet:
-        """``before`` with ``documents`` folded in (a copy)."""
-        key = (*before.signature(), tuple(map(id, documents)))
-        found = self._folds.get(key)
-        if found is None:
-            found = before.copy()
-            # A new table's first documents make its columns one by one; the rest are read
-            # under them (folding in parts is folding at once: stream order is kept).
-            head = 0 if before.id_type is not None or before.fields else _FIRST_FOLDED
-            found.fold(documents[:head])
-            rest = documents[head:]
-            found.fold(rest, self._built(found, rest))
-            self._folds[key] = found
-        return found.copy()
-
-    def project(
-        self, columns: ColumnSet, documents: Sequence[Mapping[str, Any] | None]
-    ) -> dict[str, pa.Array]:
-        """``columns.project(documents)``, taken from an earlier projection when that held
-        every one of ``documents`` under the same columns."""
-        key = columns.signature()
-        earlier = self._projections.get(key)
-        if earlier is not None:
-            index, arrays = earlier
-            rows = [None if d is None else index.get(id(d), -1) for d in documents]
-            if -1 not in rows:
-                take = pa.array(rows, pa.int64())
-                return {name: array.take(take) for name, array in arrays.items()}
-        arrays = columns.project(documents, self._built(columns, documents))
-        index = {id(d): row for row, d in enumerate(documents) if d is not None}
-        self._projections[key] = (index, arrays)
-        return arrays
-
-    def encoded(self, documents: Sequence[Mapping[str, Any] | None]) -> pa.Array:
-        """The documents' BSON (``_doc``; None: null)."""
-        return pa.array(self._raws(documents), pa.binary())
-
-    def _raws(self, documents: Sequence[Mapping[str, Any] | None]) -> list[bytes | None]:
-        encoded = self._encoded
-        values: list[bytes | None] = []
-        for document in documents:
-            if document is None:
-                values.append(None)
-                continue
-            raw = encoded.get(id(document))
-            if raw is None:
-                raw = encoded[id(document)] = bson.encode(document)
-            values.append(raw)
-        return values
-
-    def _built(
-        self, columns: ColumnSet, documents: Sequence[Mapping[str, Any] | None]
-    ) -> BuiltColumns | None:
-        """The columns the compiled reader builds from the documents' BSON (the ``_doc``
-        bytes, encoded once for both); none where a document has no BSON of its own."""
-        if not available():
-            return None
-        try:
-            raws = self._raws(documents)
-        except (InvalidDocument, TypeError, OverflowError):
-            return None  # shardstream's own Undefined or DBPointer: the Python path's
-        return columns.built(documents, raws)
-
-
 def decode_document(raw: bytes) -> dict[str, Any]:
     """A ``_doc`` value decoded as the batches decode documents (``token_json.loads`` of its
     canonical Extended JSON: Symbol, Undefined and DBPointer kept distinct), so a rewrite
@@ -165,7 +84,7 @@ def decode_document(raw: bytes) -> dict[str, Any]:
 def evolved_table(
     path: Path,
     kind: TableKind,
-    documents: Sequence[Mapping[str, Any]],
+    texts: Sequence[str],
     max_columns: int,
     name: str,
     typing: BatchTyping | None = None,
@@ -173,7 +92,8 @@ def evolved_table(
     stored: DeltaTable | None,
     buckets: int,
 ) -> tuple[DeltaTable, ColumnSet]:
-    """The table at ``path`` with columns for ``documents`` (created if missing), and them.
+    """The table at ``path`` with columns for the documents of ``texts`` (their canonical
+    Extended JSON; created if missing), and them.
 
     Args:
         name: the collection's ``<db>.<coll>``, the created table's metadata name.
@@ -185,7 +105,7 @@ def evolved_table(
     table = stored
     schema = _schema(table)
     before = ColumnSet.of_schema(schema, kind.reserved, max_columns)
-    columns = (typing or BatchTyping()).fold(before, documents)
+    columns = (typing or BatchTyping()).fold(before, texts)
     wanted = [*columns.arrow_fields(), *kind.system]
     if table is None:
         path.parent.mkdir(parents=True, exist_ok=True)
