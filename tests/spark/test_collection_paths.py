@@ -122,6 +122,12 @@ def test_a_name_too_long_for_a_directory_is_hashed_and_named_by_its_table(tmp_pa
     assert segment(long_name) != segment(long_name[:-1])
     path = table_path(tmp_path, MIRROR_DIR, "shop", long_name)
     evolved_table(
-        path, MIRROR_KIND, [{"_id": 1}], 10, full_name("shop", long_name), stored=None, buckets=4
+        path,
+        MIRROR_KIND,
+        ['{"_id": {"$numberInt": "1"}}'],  # the documents' canonical texts
+        10,
+        full_name("shop", long_name),
+        stored=None,
+        buckets=4,
     )
     assert list(collections_of(tmp_path, MIRROR_DIR)) == [("shop", long_name)]

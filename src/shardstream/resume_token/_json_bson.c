@@ -18,7 +18,6 @@
  */
 #include "_json_scan.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -66,16 +65,17 @@ static int wrapped_text(Writer *w, const char **text, Py_ssize_t *n) {
 /* An integer written as -?[0-9]+ within [low, high]; -1: not one. */
 static int whole_number(const char *t, Py_ssize_t n, long long low, long long high,
                         long long *out) {
-    char digits[24];
-    if (n < 1 || n > 20) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!((t[i] >= '0' && t[i] <= '9') || (i == 0 && t[i] == '-' && n > 1))) return -1;
-    memcpy(digits, t, n);
-    digits[n] = 0;
-    errno = 0;
-    long long v = strtoll(digits, NULL, 10);
-    if (errno || v < low || v > high) return -1;
-    *out = v;
+    int negative = n > 1 && t[0] == '-';
+    if (n - negative < 1 || n - negative > 19) return -1; /* 19 digits cannot overflow */
+    unsigned long long v = 0;
+    for (Py_ssize_t i = negative; i < n; i++) {
+        if (t[i] < '0' || t[i] > '9') return -1;
+        v = v * 10 + (unsigned long long)(t[i] - '0');
+    }
+    if (v > (unsigned long long)INT64_MAX + (unsigned long long)negative) return -1;
+    long long value = negative ? (long long)(0ULL - v) : (long long)v;
+    if (value < low || value > high) return -1;
+    *out = value;
     return 0;
 }
 
@@ -90,8 +90,11 @@ static int double_of(const char *t, Py_ssize_t n, double *out) {
         return 0;
     }
     if (n < 1 || n >= (Py_ssize_t)sizeof(digits)) return -1;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!strchr("0123456789+-.eE", t[i]) || t[i] == 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = t[i];
+        if (!((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e' || c == 'E'))
+            return -1;
+    }
     memcpy(digits, t, n);
     digits[n] = 0;
     char *end;
@@ -195,8 +198,15 @@ static int write_container(Writer *w, Py_ssize_t type_at) {
         Py_ssize_t name_at = w->len, name_len;
         if (array) {
             char digits[24];
-            name_len = snprintf(digits, sizeof(digits), "%zd", index);
-            if (put(w, digits, name_len + 1)) return -1;
+            int at = (int)sizeof(digits) - 1;
+            digits[at] = 0;
+            Py_ssize_t rest = index;
+            do {
+                digits[--at] = (char)('0' + rest % 10);
+                rest /= 10;
+            } while (rest > 0);
+            name_len = (Py_ssize_t)sizeof(digits) - 1 - at;
+            if (put(w, digits + at, name_len + 1)) return -1;
         } else {
             const char *name;
             if (w->s.p >= w->s.end || *w->s.p != '"' || scan_string(&w->s, &name, &name_len))
