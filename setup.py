@@ -72,9 +72,15 @@ setup(
         ),
         Extension(
             "shardstream.spark.delta.typed._bson_columns",
-            ["src/shardstream/spark/delta/typed/_bson_columns.c"],
+            [
+                "src/shardstream/spark/delta/typed/_bson_columns.c",
+                "src/shardstream/transform/raw/_event_walk.c",
+            ],
             include_dirs=["src/shardstream/transform/raw"],
-            depends=["src/shardstream/transform/raw/_ejson.h"],
+            depends=[
+                "src/shardstream/transform/raw/_ejson.h",
+                "src/shardstream/transform/raw/_event_walk.h",
+            ],
             optional=True,
         ),
     ]

@@ -26,7 +26,7 @@
  * same rules: the outcome is the same either way, this module only saves the work where the
  * answer is certain. tests/spark/test_bson_columns.py holds the two to each other.
  */
-#include "_ejson.h"
+#include "_event_walk.h"
 
 enum { K_PYTHON, K_INT32, K_INT64, K_DOUBLE, K_BOOL, K_STRING, K_TIMESTAMP, K_BINARY, K_STRUCT,
        K_LIST, K_COUNT };
@@ -98,48 +98,6 @@ static int add_null(Col *c) {
     return rc ? rc : end_row(c, 0);
 }
 
-/* The size of the value of BSON type t at p (avail bytes left), or -1: malformed, or a type
- * BSON does not have. */
-static Py_ssize_t value_size(unsigned char t, const unsigned char *p, Py_ssize_t avail) {
-    Py_ssize_t n;
-    if (avail < 0) return -1;
-    switch (t) {
-    case 0x01: case 0x09: case 0x11: case 0x12: n = 8; break;
-    case 0x07: n = 12; break;
-    case 0x08: n = 1; break;
-    case 0x10: n = 4; break;
-    case 0x13: n = 16; break;
-    case 0x06: case 0x0A: case 0x7F: case 0xFF: n = 0; break;
-    case 0x02: case 0x0D: case 0x0E: case 0x0C:
-        if (avail < 4) return -1;
-        n = (Py_ssize_t)i32(p);
-        if (n < 1 || n > avail - 4 || p[4 + n - 1] != 0) return -1;
-        n += 4 + (t == 0x0C ? 12 : 0);
-        break;
-    case 0x03: case 0x04: case 0x0F:
-        if (avail < 5) return -1;
-        n = (Py_ssize_t)i32(p);
-        if (n < 5 || n > avail || p[n - 1] != 0) return -1;
-        break;
-    case 0x05:
-        if (avail < 5) return -1;
-        n = (Py_ssize_t)i32(p);
-        if (n < 0 || n > avail - 5) return -1;
-        n += 5;
-        break;
-    case 0x0B: {
-        const unsigned char *a = memchr(p, 0, (size_t)avail);
-        if (a == NULL) return -1;
-        const unsigned char *b = memchr(a + 1, 0, (size_t)(avail - (a + 1 - p)));
-        if (b == NULL) return -1;
-        n = b + 1 - p;
-        break;
-    }
-    default: return -1;
-    }
-    return n <= avail ? n : -1;
-}
-
 typedef struct {
     unsigned char type;
     const char *name;
@@ -148,20 +106,20 @@ typedef struct {
     Py_ssize_t size;
 } Element;
 
-/* The next element of the document doc[0:size] at *pos: 1, 0 at its end, -1 malformed. */
-static int next_element(const unsigned char *doc, Py_ssize_t size, Py_ssize_t *pos, Element *e) {
-    if (*pos >= size) return -1;
-    e->type = doc[*pos];
-    if (e->type == 0) return *pos == size - 1 ? 0 : -1;
-    const unsigned char *name = doc + *pos + 1;
-    const unsigned char *nul = memchr(name, 0, (size_t)(size - *pos - 1));
-    if (nul == NULL) return -1;
+/* The next element of a document whose elements run from *pos to its final NUL at raw[end]
+ * (_event_walk's framing): 1 (*pos past it), 0 at the end, -1 malformed. */
+static int next_element(const unsigned char *raw, Py_ssize_t end, Py_ssize_t *pos, Element *e) {
+    if (*pos >= end) return *pos == end && raw[end] == 0 ? 0 : -1;
+    int kind;
+    const unsigned char *name;
+    Py_ssize_t value, after;
+    if (raw[*pos] == 0 || element_at(raw, *pos, end, &kind, &name, &value, &after)) return -1;
+    e->type = (unsigned char)kind;
     e->name = (const char *)name;
-    e->name_len = nul - name;
-    e->value = nul + 1;
-    e->size = value_size(e->type, e->value, doc + size - 1 - e->value);
-    if (e->size < 0) return -1;
-    *pos = e->value + e->size - doc;
+    e->name_len = value - 1 - (*pos + 1);
+    e->value = raw + value;
+    e->size = after - value;
+    *pos = after;
     return 1;
 }
 
@@ -183,7 +141,7 @@ static int add_struct(Col *c, const Element *e) {
     Element f;
     Py_ssize_t pos = 4;
     int rc;
-    while ((rc = next_element(e->value, e->size, &pos, &f)) == 1) {
+    while ((rc = next_element(e->value, e->size - 1, &pos, &f)) == 1) {
         if (f.name_len > 0 && f.name[0] == '$') return MISFIT;
         Py_ssize_t i = find_child(c, &f);
         if (i < 0 || c->children[i].length > c->length) return MISFIT; /* unknown, or twice */
@@ -200,7 +158,7 @@ static int add_list(Col *c, const Element *e) {
     Element f;
     Py_ssize_t pos = 4;
     int rc;
-    while ((rc = next_element(e->value, e->size, &pos, &f)) == 1) {
+    while ((rc = next_element(e->value, e->size - 1, &pos, &f)) == 1) {
         if ((rc = add_value(&c->children[0], &f)) != 0) return rc;
     }
     return rc < 0 ? MALFORMED : put_offset(c, c->children[0].length);
@@ -337,7 +295,7 @@ static int add_row(Col *top, Py_ssize_t row, const unsigned char *raw, Py_ssize_
     Element e;
     Py_ssize_t pos = 4;
     int rc, listed = 0;
-    while ((rc = next_element(raw, size, &pos, &e)) == 1) {
+    while ((rc = next_element(raw, size - 1, &pos, &e)) == 1) {
         Py_ssize_t i = find_child(top, &e);
         if (i < 0) {
             if (e.type != 0x0A && !listed) {
