@@ -15,13 +15,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import bson
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from shardstream.resume_token.token_json import loads
 from shardstream.spark.delta.commits import committed_watermark, open_table, table_rows
 from shardstream.spark.delta.snapshot.marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
+from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.buckets import BUCKET, description, document_buckets
 from shardstream.spark.delta.typed.history import (
     CURRENT,
@@ -72,13 +71,13 @@ def complete_collections(
         rows[(row["db"], row["coll"])].append(row)
     created = 0
     for (db, coll), documents in sorted(rows.items()):
-        decoded = [loads(row["fullDocument"]) for row in documents]
+        typing = BatchTyping()  # the mirror's and the history's columns typed once
         targets = [(MIRROR_DIR, MIRROR_KIND)] + ([(HISTORY_DIR, HISTORY_KIND)] if history else [])
         for kind_dir, kind in targets:
             path = table_path(root, kind_dir, db, coll)
             if open_table(path) is not None:
                 continue
-            table = _snapshot_table(kind, documents, decoded, max_columns, buckets)
+            table = _snapshot_table(kind, documents, typing, max_columns, buckets)
             path.parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(
                 str(path),
@@ -97,14 +96,14 @@ def complete_collections(
 def _snapshot_table(
     kind: TableKind,
     rows: list[dict[str, Any]],
-    documents: list[dict[str, Any]],
+    typing: BatchTyping,
     max_columns: int,
     buckets: int,
 ) -> pa.Table:
-    columns = ColumnSet.of_schema(None, kind.reserved, max_columns)
-    columns.fold(documents)
-    arrays = columns.project(documents)
-    arrays[DOC] = pa.array([bson.encode(document) for document in documents], pa.binary())
+    texts = [row["fullDocument"] for row in rows]
+    columns = typing.fold(ColumnSet.of_schema(None, kind.reserved, max_columns), texts)
+    arrays = typing.project(columns, texts)
+    arrays[DOC] = typing.encoded(texts)
     arrays[DOCUMENT_ID] = pa.array([row["_documentId"] for row in rows], pa.string())
     arrays[BUCKET] = document_buckets((row["_documentId"] for row in rows), buckets)
     tokens = pa.array([row["_id"] for row in rows], pa.string())
