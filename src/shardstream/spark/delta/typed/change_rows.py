@@ -26,7 +26,8 @@ from shardstream.spark.delta.mirror.bucketed.bucket_writer import AppliedBucket
 from shardstream.spark.delta.mirror.keys import Namespace
 from shardstream.spark.delta.mirror.prepare import DELETE
 from shardstream.spark.delta.typed.batch import CollectionShare
-from shardstream.spark.delta.typed.changes import ChangeStep, change_steps, history_change
+from shardstream.spark.delta.typed.changes import ChangeStep, change_steps
+from shardstream.spark.delta.typed.history import Change
 from shardstream.spark.delta.typed.mirror import FinalRow
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
@@ -145,8 +146,7 @@ def namespace_rows(rows: pa.Table) -> tuple[dict[Namespace, CollectionShare], li
             if (path, token) in ends:
                 continue  # said by every state task that knew the collection
             ends.add((path, token))
-        step = ChangeStep((db, coll), token, operation, key, text, time)
-        entry.changes.append(history_change(step))
+        entry.changes.append(Change(token, operation, key, text, time))
     for entry in found.values():
         if entry.finals is not None:
             entry.finals.sort(key=lambda final: final.document_id)
