@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
@@ -81,6 +82,30 @@ def bson_values(max_leaves: int = 12) -> st.SearchStrategy[Any]:
         ),
         max_leaves=max_leaves,
     )
+
+
+# The values the compiled Extended JSON readers take themselves (resume_token/_json_*.c):
+# numbers, strings (any character), ids, dates of datetime's years at millisecond precision,
+# and documents (no "$" name) and arrays of them.
+COMMON_JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        INT32,
+        INT64,
+        st.floats(),
+        TEXT,
+        OBJECT_IDS,
+        st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31)).map(
+            lambda moment: moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        ),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(NAMES.filter(lambda name: name[:1] != "$"), children, max_size=4),
+    ),
+    max_leaves=12,
+)
 
 
 def document_keys() -> st.SearchStrategy[dict[str, Any]]:

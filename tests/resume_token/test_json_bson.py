@@ -7,7 +7,6 @@ text to it (None); and it decides the common case itself, or it would speed noth
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 import bson
@@ -20,7 +19,7 @@ from shardstream.resume_token._json_read import document_bson as compiled_bson
 from shardstream.resume_token.json_input import MAX_JSON_DEPTH
 from shardstream.resume_token.token_json import document_bson, dumps
 from shardstream.transform.raw.extended_json import bson_to_json
-from tests.strategies import INT32, INT64, NAMES, OBJECT_IDS, TEXT, bson_values
+from tests.strategies import COMMON_JSON_VALUES, bson_values
 
 
 def compiled(text: Any) -> bytes | None:
@@ -54,28 +53,7 @@ def test_the_raw_writers_text_writes_as_the_reference_writes_it(value: Any) -> N
     agrees(bson_to_json(raw))
 
 
-COMMON = st.recursive(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        INT32,
-        INT64,
-        st.floats(),
-        TEXT,
-        OBJECT_IDS,
-        st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31)).map(
-            lambda moment: moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-        ),
-    ),
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.dictionaries(NAMES.filter(lambda name: name[:1] != "$"), children, max_size=4),
-    ),
-    max_leaves=12,
-)
-
-
-@given(COMMON)
+@given(COMMON_JSON_VALUES)
 def test_documents_of_the_common_types_are_written_in_c(value: Any) -> None:
     """Numbers, strings (any character, escaped), ids, dates, documents and arrays."""
     assert agrees(dumps({"v": value})) is not None
@@ -87,7 +65,7 @@ def test_any_text_writes_as_the_reference_writes_it_or_is_left_to_it(text: str) 
     agrees(text)
 
 
-@given(COMMON, st.data())
+@given(COMMON_JSON_VALUES, st.data())
 def test_cut_or_altered_canonical_text_writes_as_the_reference_or_is_left_to_it(
     value: Any, data: st.DataObject
 ) -> None:

@@ -22,7 +22,7 @@ from shardstream.resume_token import token_json
 from shardstream.resume_token._json_read import loads as compiled_loads
 from shardstream.resume_token.json_input import MAX_JSON_DEPTH
 from shardstream.resume_token.token_json import dumps, python_loads
-from tests.strategies import INT32, INT64, NAMES, OBJECT_IDS, TEXT, bson_values
+from tests.strategies import COMMON_JSON_VALUES, bson_values
 
 UNSURE = object()
 
@@ -61,28 +61,7 @@ def test_any_bson_value_in_canonical_text_reads_as_the_reference_reads_it(value:
     agrees(dumps({"v": value}))
 
 
-COMMON = st.recursive(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        INT32,
-        INT64,
-        st.floats(),
-        TEXT,
-        OBJECT_IDS,
-        st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31)).map(
-            lambda moment: moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-        ),
-    ),
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.dictionaries(NAMES.filter(lambda name: name[:1] != "$"), children, max_size=4),
-    ),
-    max_leaves=12,
-)
-
-
-@given(COMMON)
+@given(COMMON_JSON_VALUES)
 def test_documents_of_the_common_types_are_read_in_c(value: Any) -> None:
     """Numbers, strings (any character, escaped), ids, dates, documents and arrays."""
     assert agrees(dumps({"v": value})) is not UNSURE
@@ -93,7 +72,7 @@ def test_any_text_reads_as_the_reference_reads_it_or_is_left_to_it(text: str) ->
     agrees(text)
 
 
-@given(COMMON, st.data())
+@given(COMMON_JSON_VALUES, st.data())
 def test_cut_or_altered_canonical_text_reads_as_the_reference_reads_it(
     value: Any, data: st.DataObject
 ) -> None:
