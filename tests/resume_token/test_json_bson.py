@@ -84,6 +84,7 @@ def test_cut_or_altered_canonical_text_writes_as_the_reference_or_is_left_to_it(
         '{"a": {"$numberInt": "5", "b": 1}}',  # a "$" name beside another: json_util's
         '{"a": {"b": 1, "$oid": "0123456789abcdef01234567"}}',
         '{"a": 1, "a": {"$numberLong": "7"}}',  # a repeated name: the last value, first place
+        '{"a": 1, "_id": 2, "b": {"c": 1, "_id": 3}}',  # bson.encode moves a top-level _id
         '{"a": {"$numberInt": "2147483648"}}',  # out of int32: Python makes an int64
         '{"a": {"$numberInt": "+5"}}',
         '{"a": {"$numberInt": "007"}}',
@@ -131,6 +132,14 @@ def test_text_nested_past_the_limit_is_left_to_the_reference_which_refuses_it() 
     assert compiled(too_deep) is None
     with pytest.raises(ValueError, match="nested at most"):
         document_bson(too_deep)
+
+
+@given(COMMON_JSON_VALUES, COMMON_JSON_VALUES)
+def test_a_top_level_id_anywhere_writes_as_the_reference_writes_it(
+    first: Any, identity: Any
+) -> None:
+    agrees(dumps({"a": first, "_id": identity}))
+    assert agrees(dumps({"_id": identity, "a": first})) is not None
 
 
 def test_document_bson_gives_the_references_bytes_where_c_is_unsure() -> None:

@@ -7,7 +7,8 @@
  * wrapper other than {"$numberInt": s}, {"$numberLong": s}, {"$numberDouble": s},
  * {"$oid": s} and {"$date": {"$numberLong": s}} (each alone in its object, s written as the
  * canonical writer writes it), any other name starting with "$", a name twice in one object
- * (a dict keeps one), a name holding a NUL (BSON cannot), a lone surrogate. Each wrapper is
+ * (a dict keeps one), a name holding a NUL (BSON cannot), a top-level _id after another
+ * name (bson.encode moves it to the front), a lone surrogate. Each wrapper is
  * written as the value loads makes of it encodes: int32, int64, double, ObjectId, date (a
  * date out of datetime's years is a DatetimeMS, the same milliseconds).
  *
@@ -229,6 +230,10 @@ static int write_container(Writer *w, Py_ssize_t type_at) {
                 return literal(&w->s, "}", 1) ? 0 : UNSURE;
             }
             if ((rc = new_name(w, base, name_at, name_len)) != 0) return rc;
+            /* pymongo's encoder moves a top-level _id to the front: such text is its. */
+            if (w->s.depth == 1 && index > 0 && name_len == 3 &&
+                memcmp(w->out + name_at, "_id", 3) == 0)
+                return UNSURE;
         }
         if ((rc = write_value(w, element)) != 0) return rc;
         skip_space(&w->s);
