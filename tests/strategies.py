@@ -19,6 +19,7 @@ from bson.timestamp import Timestamp
 from hypothesis import strategies as st
 
 from shardstream.resume_token import UNDEFINED, DBPointer, ResumeTokenData, Symbol, TokenType
+from shardstream.resume_token.token_json import dumps
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1).map(Int64)
@@ -106,6 +107,19 @@ COMMON_JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
     ),
     max_leaves=12,
 )
+
+
+@st.composite
+def altered_canonical_texts(draw: st.DrawFn) -> str:
+    """A document's canonical text (``{"v": <a common value>}``) with a few characters cut
+    or one inserted at a random place: text the compiled readers must refuse or read as
+    their references do."""
+    text = dumps({"v": draw(COMMON_JSON_VALUES)})
+    at = draw(st.integers(0, len(text)))
+    inserted = draw(
+        st.sampled_from(["", " ", "\\", '"', "{", "]", ",", "\x01", "\\ud800", '"$x": 1, '])
+    )
+    return text[:at] + inserted + text[at + draw(st.integers(0, 2)) :]
 
 
 def document_keys() -> st.SearchStrategy[dict[str, Any]]:

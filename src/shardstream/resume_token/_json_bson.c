@@ -289,15 +289,10 @@ PyObject *document_bson(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "document_bson expects 2 arguments");
         return NULL;
     }
-    long max_depth = PyLong_AsLong(args[1]);
-    if (max_depth == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t size;
-    const char *text = PyUnicode_CheckExact(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], &size) : NULL;
-    if (text == NULL) { /* not a str, or one with a lone surrogate */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    Writer w = {{text, text + size, 0, (int)max_depth, NULL, 0}, NULL, 0, 0, NULL, 0, 0};
+    Writer w = {{0}, NULL, 0, 0, NULL, 0, 0};
+    int opened = open_scan(&w.s, args[0], args[1]);
+    if (opened < 0) return NULL;
+    if (opened > 0) Py_RETURN_NONE;
     PyObject *found = NULL;
     int rc = put(&w, "\x03", 1); /* the type write_value sets: a document's at the top */
     skip_space(&w.s);

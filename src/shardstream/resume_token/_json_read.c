@@ -224,15 +224,10 @@ static PyObject *loads(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     PyObject *unsure = args[1];
-    long max_depth = PyLong_AsLong(args[5]);
-    if (max_depth == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t size;
-    const char *text = PyUnicode_CheckExact(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], &size) : NULL;
-    if (text == NULL) { /* not a str, or one with a lone surrogate */
-        PyErr_Clear();
-        return Py_NewRef(unsure);
-    }
-    Reader r = {{text, text + size, 0, (int)max_depth, NULL, 0}, args[2], args[3], args[4]};
+    Reader r = {{0}, args[2], args[3], args[4]};
+    int opened = open_scan(&r.s, args[0], args[5]);
+    if (opened < 0) return NULL;
+    if (opened > 0) return Py_NewRef(unsure);
     skip_space(&r.s);
     PyObject *found = read_value(&r);
     skip_space(&r.s);

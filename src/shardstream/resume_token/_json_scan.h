@@ -131,6 +131,21 @@ static inline int scan_string(Scan *s, const char **out, Py_ssize_t *n) {
     return 0;
 }
 
+/* s set to read `text` nested at most `max_depth` deep: 0; 1 when text is not a str, or one
+ * with a lone surrogate (the reader's "unsure", no error set); -1 with an error set. */
+static inline int open_scan(Scan *s, PyObject *text, PyObject *max_depth) {
+    long depth = PyLong_AsLong(max_depth);
+    if (depth == -1 && PyErr_Occurred()) return -1;
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_CheckExact(text) ? PyUnicode_AsUTF8AndSize(text, &size) : NULL;
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    *s = (Scan){utf8, utf8 + size, 0, (int)depth, NULL, 0};
+    return 0;
+}
+
 /* 0001-01-01T00:00:00.000 and 9999-12-31T23:59:59.999 in milliseconds since the epoch:
  * the dates a datetime holds. */
 #define FIRST_DATE_MS (-62135596800000LL)
