@@ -3,6 +3,7 @@ collection task's code alike (both call ``typed.batch.write_shares``), no Spark.
 
 A batch that touches one document reads and rewrites only that document's bucket in its
 collection's mirror and history; a table keeps the bucket count it was created with.
+``tests/spark/test_history_files.py`` has the history's own file rules.
 """
 
 from __future__ import annotations
@@ -66,16 +67,19 @@ def test_a_batch_touching_one_document_rewrites_only_its_bucket(tmp_path: Path) 
         actions = _last_commit(table)
         changed = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
         assert changed, table  # the batch did rewrite the document's file
-        [info] = [a["commitInfo"] for a in actions if "commitInfo" in a]
-        metrics = info["operationMetrics"]  # the MERGE read the one bucket's file alone
-        assert (
-            metrics["num_target_files_scanned"],
-            metrics["num_target_files_skipped_during_scan"],
-        ) == (1, 7), table
         assert {int(a["partitionValues"][BUCKET]) for a in changed} == {bucket}, table
         # Every other bucket's files are the ones the first batch wrote.
         kept = set(DeltaTable(str(table)).file_uris()) & files_before[table]
         assert len(kept) == len(files_before[table]) - sum("remove" in a for a in actions)
+    [info] = [a["commitInfo"] for a in _last_commit(mirror) if "commitInfo" in a]
+    metrics = info["operationMetrics"]  # the mirror's MERGE read the one bucket's file alone
+    assert (
+        metrics["num_target_files_scanned"],
+        metrics["num_target_files_skipped_during_scan"],
+    ) == (1, 7)
+    # The history replaced the one current file holding the document's open version.
+    [removed] = [a["remove"] for a in _last_commit(history) if "remove" in a]
+    assert removed["partitionValues"] == {"_current": "true", BUCKET: str(bucket)}
     after = read_rows(mirror)
     updated = after.filter(pc.equal(after["_id"], 7))
     assert updated["qty"].to_pylist() == [700]

@@ -9,14 +9,14 @@
    its files for the driver's commit.
 2. **Collection tasks** (:class:`CollectionTasks`, a ``mapInArrow`` over those rows
    shuffled by collection, :func:`write_collection_rows`): each holds every row of its
-   collections, types their columns from every version and MERGEs each collection's
-   history and typed mirror, one Delta commit each with the batch's markers (``typed/``:
-   the in-driver sink's code, so the change data feed is delta-rs's own), and passes on the
-   state tasks' messages.
+   collections, types their columns from every version and writes each collection's
+   history and typed mirror (a MERGE), one Delta commit each with the batch's markers
+   (``typed/``: the in-driver sink's code, so the mirror's change data feed is delta-rs's
+   own), and passes on the state tasks' messages.
 
 The driver then collects the messages and commits the change log's files and the state's
 bucket rewrites (``driver_commit``).  A collection table commits from its task because
-the change data feed needs the MERGE's own change files, which a commit of add and remove
+the mirror's change data feed needs the MERGE's own change files, which a commit of add and remove
 actions cannot carry (delta-rs 1.6.6 writes ``cdc`` actions only from its operations);
 each commit is still the table's whole batch with its markers, so exactly once holds as
 for the driver's commits: a replayed batch finds the tables that have it and skips them.

@@ -22,13 +22,8 @@ from shardstream.spark.delta.commits import committed_watermark, open_table, tab
 from shardstream.spark.delta.snapshot.marks import SNAPSHOT_OPERATION, SnapshotMarks, snapshot_times
 from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.buckets import BUCKET, description, document_buckets
-from shardstream.spark.delta.typed.history import (
-    CURRENT,
-    END_AT,
-    HISTORY_KIND,
-    OP,
-    START_AT,
-)
+from shardstream.spark.delta.typed.history import HISTORY_KIND, OP
+from shardstream.spark.delta.typed.history_files import CURRENT, END_AT, START_AT
 from shardstream.spark.delta.typed.mirror import MIRROR_KIND, TOKEN
 from shardstream.spark.delta.typed.paths import (
     HISTORY_DIR,
@@ -39,7 +34,6 @@ from shardstream.spark.delta.typed.paths import (
 )
 from shardstream.spark.delta.typed.rows import ColumnSet
 from shardstream.spark.delta.typed.schema import (
-    CDF_CONFIGURATION,
     CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
@@ -86,7 +80,7 @@ def complete_collections(
                 partition_by=list(kind.partition_by) or None,
                 name=full_name(db, coll),
                 description=description(buckets),
-                configuration=CDF_CONFIGURATION,
+                configuration=kind.configuration,
                 commit_properties=marks.properties(),
             )
             created += 1

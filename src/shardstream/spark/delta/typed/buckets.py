@@ -11,7 +11,8 @@ them.
 Why: delta-rs 1.6.6's MERGE rewrites only the files holding a matched row, but it reads
 every file of the target unless the predicate names partition values as literals.  With
 ``t._bucket IN (<the batch's buckets>)`` in the MERGE's predicate, a batch reads and
-rewrites the files of the buckets it touches, not the collection's whole table.
+rewrites the files of the buckets it touches, not the collection's whole table.  A
+history, written without a MERGE (``history_files.py``), reads those buckets' files itself.
 """
 
 from __future__ import annotations

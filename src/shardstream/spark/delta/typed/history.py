@@ -12,18 +12,12 @@ and a rename starts the moved documents' versions in the new name's history with
 shape, so their queries work unchanged, e.g. the state at a token ``T``:
 ``WHERE __START_AT <= T AND (__END_AT IS NULL OR __END_AT > T)``.
 
-The table is partitioned by ``_current`` (``__END_AT IS NULL``): a batch's MERGE reads and
-rewrites the current versions' files only, so its cost follows the collection's live
-documents, not the history's length (unpartitioned, every batch rewrote nearly every file:
-a long ingest slowed down batch after batch); ended versions move to ``_current = false``,
-whose files a batch only adds to.  ``WHERE _current`` reads the current state alone.  Then
-by ``_bucket``, as the mirror (:mod:`~shardstream.spark.delta.typed.buckets`): of the
-current versions, a batch reads and rewrites the buckets it touches only (a batch that
-ends the whole collection reads them all).
-
-A batch is one MERGE: its new versions inserted; each document's open version from earlier
-batches ended by the batch's first change to it; and, when the batch ends the whole
-collection, every other open version ended by ``WHEN NOT MATCHED BY SOURCE``.
+The table is partitioned by ``_current`` (``__END_AT IS NULL``), then by ``_bucket`` as the
+mirror (:mod:`~shardstream.spark.delta.typed.buckets`): ``WHERE _current`` reads the current
+state alone, and a batch reads only the current versions of the buckets it changes, and
+rewrites only the files holding a version it ends (:mod:`history_files`: no MERGE, no change
+data feed; ended versions move to ``_current = false``, whose files a batch only adds to),
+so its cost follows the batch, not the collection's size or the history's length.
 """
 
 from __future__ import annotations
@@ -42,31 +36,32 @@ from shardstream.spark.delta.commits import (
     committed_watermark,
     open_table,
 )
-from shardstream.spark.delta.mirror.prepare import quoted, sql_literal
 from shardstream.spark.delta.typed.batch_typing import BatchTyping
 from shardstream.spark.delta.typed.buckets import (
     BUCKET,
     BUCKET_FIELD,
-    bucket_literals,
     document_buckets,
     table_buckets,
 )
+from shardstream.spark.delta.typed.history_files import (
+    CURRENT,
+    END_AT,
+    START_AT,
+    HistoryBatch,
+    commit_history,
+)
 from shardstream.spark.delta.typed.rows import RESCUED
 from shardstream.spark.delta.typed.schema import (
+    CDF_PROPERTY,
     CLUSTER_TIME,
     DOC,
     DOCUMENT_ID,
     TableKind,
     evolved_table,
-    merge_columns,
 )
 from shardstream.spark.source.rows import CLUSTER_TIME_TYPE
 
-START_AT: Final = "__START_AT"
-END_AT: Final = "__END_AT"
 OP: Final = "_op"
-CURRENT: Final = "_current"
-_CLOSE: Final = "_close"
 HISTORY_KIND: Final = TableKind(
     (
         pa.field(RESCUED, pa.string()),
@@ -81,13 +76,8 @@ HISTORY_KIND: Final = TableKind(
     ),
     "history",
     partition_by=(CURRENT, BUCKET),
+    change_data_feed=False,
 )
-# `t._current` first: delta-rs prunes the MERGE's target files by a partition literal.
-_MATCH: Final = (
-    f"t.{quoted(CURRENT)} = true AND t.{quoted(DOCUMENT_ID)} = s.{quoted(DOCUMENT_ID)} "
-    f"AND t.{quoted(END_AT)} IS NULL AND s.{quoted(_CLOSE)}"
-)
-_ENDED: Final = {quoted(CURRENT): "false"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -182,6 +172,13 @@ def write_history(
                 f"columns {stored.metadata().partition_columns}: it was written by an earlier "
                 "shardstream; delete it (and the mirror's state) to ingest it anew"
             )
+        if stored.metadata().configuration.get(CDF_PROPERTY) == "true":
+            raise SinkError(
+                f"expected the history table {path} without the change data feed "
+                f"({CDF_PROPERTY}), got it on: it was written by an earlier shardstream, "
+                "whose commits this one's (no change files) would contradict; delete it "
+                "(and the mirror's state) to ingest it anew"
+            )
         buckets = table_buckets(stored, path)
     # A stream restarted below this table's watermark (its checkpoint lost after a crash
     # that left the table ahead) gives it changes it holds: their versions are stored.
@@ -194,39 +191,18 @@ def write_history(
     table, columns = evolved_table(
         path, HISTORY_KIND, documents, max_columns, title, shared, stored=stored, buckets=buckets
     )
-    closing = list(found.stored_ends.items())
-    rows: list[str | None] = [*documents, *(None for _ in closing)]
-    arrays = shared.project(columns, rows)
-    arrays[DOC] = shared.encoded(rows)
-    arrays[START_AT] = pa.array([*(c.token for c in found.rows), *(None for _ in closing)])
-    arrays[END_AT] = pa.array([*found.ends, *(end for _, end in closing)], pa.string())
-    arrays[OP] = pa.array([*(c.operation for c in found.rows), *(None for _ in closing)])
+    arrays = shared.project(columns, documents)
+    arrays[DOC] = shared.encoded(documents)
+    arrays[START_AT] = pa.array([change.token for change in found.rows], pa.string())
+    arrays[END_AT] = pa.array(found.ends, pa.string())
+    arrays[OP] = pa.array([change.operation for change in found.rows], pa.string())
     arrays[CLUSTER_TIME] = pa.array(
-        [*(c.cluster_time for c in found.rows), *(None for _ in closing)], CLUSTER_TIME_TYPE
+        [change.cluster_time for change in found.rows], CLUSTER_TIME_TYPE
     )
-    identities = [*found.identities, *(identity for identity, _ in closing)]
-    arrays[DOCUMENT_ID] = pa.array(identities)
-    arrays[CURRENT] = pa.array([*(end is None for end in found.ends), *(False for _ in closing)])
-    arrays[BUCKET] = document_buckets(identities, buckets)
-    arrays[_CLOSE] = pa.array([False] * len(found.rows) + [True] * len(closing))
-    source = pa.table(arrays)
-    properties = commit.properties(name, mark)  # a schema commit carries none
-    match = _MATCH
-    if found.collection_end is None:
-        # Only the touched buckets' files are read. A batch that ends the collection ends
-        # every open version, which the MERGE finds only if it reads every bucket.
-        match = f"{bucket_literals(arrays[BUCKET])} AND {_MATCH}"
-    merge = (
-        table.merge(source, match, source_alias="s", target_alias="t", commit_properties=properties)
-        .when_matched_update(updates={quoted(END_AT): f"s.{quoted(END_AT)}", **_ENDED})
-        .when_not_matched_insert(
-            updates=merge_columns(table, source.column_names), predicate=f"NOT s.{quoted(_CLOSE)}"
-        )
-    )
-    if found.collection_end is not None:
-        merge = merge.when_not_matched_by_source_update(
-            updates={quoted(END_AT): sql_literal(found.collection_end), **_ENDED},
-            predicate=f"t.{quoted(END_AT)} IS NULL",
-        )
-    merge.execute()
+    arrays[DOCUMENT_ID] = pa.array(found.identities, pa.string())
+    arrays[CURRENT] = pa.array([end is None for end in found.ends], pa.bool_())
+    arrays[BUCKET] = document_buckets(found.identities, buckets)
+    batch = HistoryBatch(pa.table(arrays), found.stored_ends, found.collection_end)
+    # A schema commit carries no markers: the batch's own commit does.
+    commit_history(table, path, buckets, batch, commit.properties(name, mark))
     return len(found.rows)

@@ -1,6 +1,6 @@
 """One collection's typed Delta table (a mirror or a history): its columns kept up to date.
 
-:func:`evolved_table` opens (or creates, with the change data feed on) the table and makes
+:func:`evolved_table` opens (or creates: a mirror with the change data feed on) the table and makes
 its schema hold a batch's documents: new fields become columns by ``ALTER TABLE ADD
 COLUMNS`` (logged once each); a column whose type widens (int32 -> int64 -> double, a struct
 gaining fields, ``_id`` turning to JSON text) cannot be altered in place by delta-rs, so the
@@ -31,7 +31,7 @@ from shardstream.spark.delta.typed.rows import ColumnSet
 from shardstream.transform.raw.extended_json import bson_to_json
 
 _log = logging.getLogger(__name__)
-CDF_CONFIGURATION: Final = {"delta.enableChangeDataFeed": "true"}
+CDF_PROPERTY: Final = "delta.enableChangeDataFeed"
 DOC: Final = "_doc"
 DOCUMENT_ID: Final = "_documentId"
 
@@ -44,11 +44,20 @@ class TableKind:
         system: the system columns' Arrow fields (``_rescued`` first, ``_doc``, ...).
         label: the table's kind in log lines (``mirror``, ``history``).
         partition_by: the system columns the table is partitioned by.
+        change_data_feed: whether the table is created with Delta's change data feed on
+            (a mirror: its MERGEs write the change files; a history: its rows are its
+            changes, and its commits write none).
     """
 
     system: tuple[pa.Field, ...]
     label: str
     partition_by: tuple[str, ...] = ()
+    change_data_feed: bool = True
+
+    @property
+    def configuration(self) -> dict[str, str | None]:
+        """The table properties it is created with."""
+        return {CDF_PROPERTY: "true"} if self.change_data_feed else {}
 
     @property
     def reserved(self) -> tuple[str, ...]:
@@ -116,7 +125,7 @@ def evolved_table(
             partition_by=list(kind.partition_by) or None,
             name=name,
             description=description(buckets),
-            configuration=CDF_CONFIGURATION,
+            configuration=kind.configuration,
         )
         _log.info("%s %s: created with %d columns", kind.label, path, len(wanted))
         return DeltaTable(str(path)), columns

@@ -1,0 +1,205 @@
+"""A history's batch as Delta files: new versions added, ended ones moved, one commit.
+
+A history only ever ends a stored version (its ``__END_AT`` set, once) and adds new ones,
+so a batch needs no join of the whole current state: of the current versions
+(``_current = true``), only the files of the buckets whose documents the batch changed are
+read, and of those first their ``_documentId`` column alone; a file holding no version the
+batch ends is left as it is.  A file that holds one is replaced: its open versions written
+again with the batch's new open versions of that bucket, its ended ones with the batch's
+ended versions into ``_current = false``.  The removes and adds are one commit carrying the
+batch's markers (:mod:`~shardstream.spark.delta.commits`), so a killed task's files are
+never named and a replay finds the batch done.
+
+Why not a Delta MERGE (as the mirror): delta-rs's MERGE joins the whole target partition
+in DataFusion and writes the change data feed's files beside the data, about half the
+collection tasks' CPU; a history needs neither (its change feed is its rows: a version is
+added once and ended once), and pyarrow reads one column and writes the few files touched.
+The history's files carry Delta statistics of their row count only, as the state's do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+
+from shardstream.spark.delta.typed.buckets import BUCKET, document_buckets
+from shardstream.spark.delta.typed.schema import DOCUMENT_ID
+
+START_AT: Final = "__START_AT"
+END_AT: Final = "__END_AT"
+CURRENT: Final = "_current"
+PARTITIONS: Final = (CURRENT, BUCKET)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistoryBatch:
+    """What one batch does to a history.
+
+    Attributes:
+        versions: the batch's new versions, each stored column of the table (partition
+            columns included) in any order; ``_current`` true where ``__END_AT`` is null.
+        ends: stored open versions the batch ends: ``_documentId`` -> the ``__END_AT``.
+        collection_end: the ``__END_AT`` of every other stored open version (the batch
+            ended the whole collection), or None.
+    """
+
+    versions: pa.Table
+    ends: Mapping[str, str]
+    collection_end: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _StoredFile:
+    path: str
+    size: int
+    bucket: int
+
+
+def commit_history(
+    table: DeltaTable, path: Path, buckets: int, batch: HistoryBatch, properties: CommitProperties
+) -> None:
+    """Write ``batch`` into the history ``table`` at ``path`` (``buckets`` its bucket
+    count) and commit it with ``properties`` (the batch's markers)."""
+    schema = pa.schema(table.schema().to_arrow())
+    stored_schema = pa.schema([field for field in schema if field.name not in PARTITIONS])
+    removed: list[_StoredFile] = []
+    current: list[pa.Table] = [batch.versions]
+    ended: list[pa.Table] = []
+    files = _current_files(table, _buckets_read(batch, buckets))
+    identities = [
+        pq.read_table(path / stored.path, columns=[DOCUMENT_ID])[DOCUMENT_ID] for stored in files
+    ]
+    for stored, ending in zip(files, _ends(batch, identities), strict=True):
+        if ending is None:
+            continue
+        rows = _conformed(pq.read_table(path / stored.path), stored_schema).append_column(
+            BUCKET, pa.array([stored.bucket] * len(ending), pa.int32())
+        )
+        closes = pc.is_valid(ending)
+        current.append(_with_current(rows.filter(pc.invert(closes)), True))
+        closed = rows.filter(closes)
+        closed = closed.set_column(
+            closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
+        )
+        ended.append(_with_current(closed, False))
+        removed.append(stored)
+    every = pa.concat_tables(
+        [_conformed(part, schema) for part in current + ended], promote_options="none"
+    )
+    now = int(time.time() * 1000)
+    actions: list[AddAction | RemoveAction] = [
+        RemoveAction(old.path, True, now, old.size, _partition(True, old.bucket)) for old in removed
+    ]
+    actions += _written_files(path, every, stored_schema, now)
+    table.create_write_transaction(
+        actions,
+        mode="append",
+        schema=schema,
+        partition_by=list(PARTITIONS),
+        commit_properties=properties,
+    )
+
+
+def _buckets_read(batch: HistoryBatch, buckets: int) -> set[int] | None:
+    """The buckets whose current files may hold a version the batch ends (None: all)."""
+    if batch.collection_end is not None:
+        return None
+    return set(document_buckets(batch.ends, buckets).to_pylist())
+
+
+def _current_files(table: DeltaTable, wanted: set[int] | None) -> list[_StoredFile]:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if not actions.num_rows:
+        return []
+    rows = actions.select(["path", "size_bytes", f"partition.{CURRENT}", f"partition.{BUCKET}"])
+    return [
+        _StoredFile(path, size, bucket)
+        for path, size, is_current, bucket in zip(
+            *(column.to_pylist() for column in rows.columns), strict=True
+        )
+        if is_current and (wanted is None or bucket in wanted)
+    ]
+
+
+def _ends(batch: HistoryBatch, files: list[pa.ChunkedArray]) -> list[pa.Array | None]:
+    """Per file (its ``_documentId`` column), each stored version's ``__END_AT`` from the
+    batch (null: it stays open), or None when the batch ends none of the file's versions;
+    looked up in one pass over every file's column."""
+    if not files:
+        return []
+    keys = pa.array(list(batch.ends), pa.string())
+    values = pa.array(list(batch.ends.values()), pa.string())
+    every = pa.chunked_array([chunk for column in files for chunk in column.chunks], pa.string())
+    found = values.take(pc.index_in(every, value_set=keys))
+    if batch.collection_end is not None:
+        found = found.fill_null(batch.collection_end)
+    if isinstance(found, pa.ChunkedArray):
+        found = found.combine_chunks()
+    per_file: list[pa.Array | None] = []
+    start = 0
+    for column in files:
+        part = found.slice(start, len(column))
+        start += len(column)
+        per_file.append(part if part.null_count < len(part) else None)
+    return per_file
+
+
+def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with ``schema``'s columns in its order: a file written before a column was
+    added lacks it (null), as Delta readers take it."""
+    columns = [
+        rows[field.name].cast(field.type)
+        if field.name in rows.column_names
+        else pa.nulls(rows.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _with_current(rows: pa.Table, current: bool) -> pa.Table:
+    return rows.append_column(CURRENT, pa.array([current] * rows.num_rows, pa.bool_()))
+
+
+def _partition(current: bool, bucket: int) -> dict[str, str | None]:
+    return {CURRENT: "true" if current else "false", BUCKET: str(bucket)}
+
+
+def _written_files(
+    path: Path, rows: pa.Table, stored_schema: pa.Schema, now: int
+) -> list[AddAction | RemoveAction]:
+    """One file per partition of ``rows`` (each sorted by document and start), added."""
+    order = [(name, "ascending") for name in (*PARTITIONS, DOCUMENT_ID, START_AT)]
+    rows = rows.take(pc.sort_indices(rows.select([name for name, _ in order]), order))
+    currents, buckets = rows[CURRENT].to_pylist(), rows[BUCKET].to_pylist()
+    stored = rows.select(stored_schema.names)
+    added: list[AddAction | RemoveAction] = []
+    start = 0
+    for end in range(1, len(currents) + 1):
+        if end < len(currents) and (currents[end], buckets[end]) == (
+            currents[start],
+            buckets[start],
+        ):
+            continue
+        partition = _partition(currents[start], buckets[start])
+        relative = (
+            f"{CURRENT}={partition[CURRENT]}/{BUCKET}={partition[BUCKET]}/"
+            f"part-{uuid.uuid4().hex}.snappy.parquet"
+        )
+        target = path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(stored.slice(start, end - start), target, compression="snappy")
+        stats = json.dumps({"numRecords": end - start})
+        added.append(AddAction(relative, target.stat().st_size, partition, now, True, stats))
+        start = end
+    return added
