@@ -51,7 +51,8 @@ def _file_actions(path: Path) -> list[dict[str, Any]]:
 def test_new_documents_only_add_files(tmp_path: Path) -> None:
     history = _written(tmp_path, [_inserts(range(32)), _inserts(range(32, 64))])
     actions = _file_actions(history)
-    assert actions and all("add" in action for action in actions)
+    assert actions
+    assert all("add" in action for action in actions)
     assert {action["add"]["partitionValues"]["_current"] for action in actions} == {"true"}
     rows = read_rows(history)
     assert rows.num_rows == 64
