@@ -67,6 +67,9 @@ class BatchTyping:
         self._projections: dict[tuple[Any, ...], tuple[dict[str, int], dict[str, pa.Array]]] = {}
         self._raws: dict[str, bytes] = {}
         self._decoded: dict[str, dict[str, Any]] = {}
+        # The compiled reader's columns per column set and texts: a history's fold and its
+        # projection read the same versions under the same columns once the table exists.
+        self._builds: dict[tuple[Any, ...], BuiltColumns | None] = {}
 
     def fold(self, before: ColumnSet, texts: Sequence[str]) -> ColumnSet:
         """``before`` with the documents of ``texts`` folded in (a copy)."""
@@ -126,8 +129,14 @@ class BatchTyping:
         bytes, written once for both); none where a document has no BSON of its own."""
         if not available():
             return None
+        key = (*columns.signature(), tuple(texts))
+        if key in self._builds:
+            return self._builds[key]
         try:
             raws = self._encoded(texts)
         except (InvalidDocument, TypeError, OverflowError):
-            return None  # shardstream's own Undefined or DBPointer: the Python path's
-        return columns.built(raws)
+            built = None  # shardstream's own Undefined or DBPointer: the Python path's
+        else:
+            built = columns.built(raws)
+        self._builds[key] = built
+        return built
