@@ -49,7 +49,7 @@ setup(
             ],
             include_dirs=["src/shardstream/transform/raw"],
             depends=[
-                "src/shardstream/cluster_sync/_bson_out.h",
+                "src/shardstream/transform/raw/_bson_out.h",
                 "src/shardstream/cluster_sync/_update_pipeline.h",
                 "src/shardstream/transform/raw/_ejson.h",
                 "src/shardstream/transform/raw/_event_walk.h",
@@ -68,6 +68,21 @@ setup(
         Extension(
             "shardstream.oplog._framing",
             ["src/shardstream/oplog/_framing.c"],
+            optional=True,
+        ),
+        Extension(
+            "shardstream.transform.update._apply_diff",
+            [
+                "src/shardstream/transform/update/_apply_diff.c",
+                "src/shardstream/transform/raw/_event_walk.c",
+                "src/shardstream/transform/raw/_bson_check.c",
+            ],
+            include_dirs=["src/shardstream/transform/raw"],
+            depends=[
+                "src/shardstream/transform/raw/_bson_out.h",
+                "src/shardstream/transform/raw/_ejson.h",
+                "src/shardstream/transform/raw/_event_walk.h",
+            ],
             optional=True,
         ),
         Extension(

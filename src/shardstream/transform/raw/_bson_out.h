@@ -1,5 +1,6 @@
 /* A small BSON writer over _ejson.h's Out buffer, for the sync's write statements
- * (_write_statements.c) and update pipelines (_update_pipeline.c). Every function returns 0,
+ * (cluster_sync/_write_statements.c) and update pipelines (cluster_sync/_update_pipeline.c)
+ * and the compiled diff applier (transform/update/_apply_diff.c). Every function returns 0,
  * or -1 with MemoryError set; open_doc returns the document's start (or -1). */
 #ifndef SHARDSTREAM_BSON_OUT_H
 #define SHARDSTREAM_BSON_OUT_H

@@ -3,7 +3,8 @@
 ``update_description`` turns an entry's ``o.diff`` into the event's ``updateDescription``
 (change_stream_document_diff_parser.cpp), ``legacy_update_description`` a pre-5.0 modifier
 update's ``o`` (change_stream_event_transform.cpp); ``apply_update`` / ``apply_update_v1`` apply it
-to a document (post images, the simulator, the mirror), as update/ in the server does.
+to a document (post images, the simulator, the mirror), as update/ in the server does;
+``apply_update_bson`` does it on BSON bytes in C where that gives the same bytes.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ Events are applied in token (``_id``) order, as a client applies a change stream
 * ``update`` applies the oplog's own ``$v:2`` diff (``_oplogUpdate``) to the stored
   document with :func:`~shardstream.transform.update.apply_update.apply_update`, exactly as the
   server did, so field order and BSON types survive (``updateDescription`` cannot replay
-  dotted or numeric field names);
+  dotted or numeric field names); on the document's BSON in C where that gives the same
+  bytes (:mod:`~shardstream.transform.update.apply_update_bson`), with no Python value;
 * ``delete`` removes the row; ``drop`` removes the collection's rows, ``dropDatabase``
   the database's, and ``rename`` drops the target's rows and moves the source's;
 * every other event (create, createIndexes, invalidate, ...) leaves the rows alone.
@@ -30,7 +31,7 @@ import bson
 from bson.errors import InvalidDocument
 
 from shardstream.errors import SinkError
-from shardstream.resume_token.token_json import loads
+from shardstream.resume_token.token_json import document_bson, loads
 from shardstream.spark.delta.mirror.event_columns import (
     event_database,
     event_key,
@@ -44,6 +45,7 @@ from shardstream.spark.delta.mirror.keys import Namespace, RowKey
 from shardstream.transform.extended_json import event_to_json
 from shardstream.transform.raw.extended_json import bson_to_json
 from shardstream.transform.update.apply_update import apply_update
+from shardstream.transform.update.apply_update_bson import apply_update_bson
 
 Version = tuple[str, RowKey, str, str]
 """(event token, row key, operation, the document after it as canonical Extended JSON)."""
@@ -69,6 +71,7 @@ class MirrorRow:
     cluster_time: Mapping[str, int]
     _text: str | None = None
     _decoded: dict[str, Any] | None = None
+    _raw: bytes | None = None  # the document's BSON, where the compiled applier made it
 
     @property
     def key(self) -> RowKey:
@@ -78,19 +81,37 @@ class MirrorRow:
     def document(self) -> dict[str, Any]:
         """The document as BSON values (types kept: Int64, Decimal128, ...)."""
         if self._decoded is None:
-            self._decoded = loads(self._text or "{}")
+            self._decoded = loads(self.full_document())
         return self._decoded
 
     def full_document(self) -> str:
         """The document as canonical Extended JSON."""
         if self._text is None:
-            self._text = _document_json(self._decoded or {})
+            raw = self._raw
+            self._text = (
+                bson_to_json(raw) if raw is not None else _document_json(self._decoded or {})
+            )
         return self._text
+
+    def encoded(self) -> bytes | None:
+        """The document's BSON as ``bson.encode`` writes its decoded values, or None where
+        the Python values alone say it (a batch's Python update made them, or the text
+        holds what only the reference reader reads)."""
+        if self._raw is None and self._decoded is None:
+            self._raw = document_bson(self._text or "{}")
+        return self._raw
 
     def with_document(self, decoded: dict[str, Any]) -> None:
         """Replace the document with decoded values (its text is rebuilt on demand)."""
         self._decoded = decoded
         self._text = None
+        self._raw = None
+
+    def with_encoded(self, raw: bytes) -> None:
+        """Replace the document with its BSON (its text and values made on demand)."""
+        self._raw = raw
+        self._text = None
+        self._decoded = None
 
 
 def _document_json(document: dict[str, Any]) -> str:
@@ -201,9 +222,12 @@ def apply_batch(
                     )
                 unknown += 1
                 continue
-            diff = oplog_diff(event)
             updated = _row_from_event(event, key)
-            updated.with_document(apply_update(base.document(), diff))
+            applied = _applied_in_c(base, event)
+            if applied is None:
+                updated.with_document(apply_update(base.document(), oplog_diff(event)))
+            else:
+                updated.with_encoded(applied)
             current[key] = updated
             touched.add(key)
             if versions is not None:
@@ -218,6 +242,16 @@ def apply_batch(
             applied_ddl.add(event["_id"])
             touched |= _apply_namespace_event(event, current, versions)
     return MirrorChanges({key: current[key] for key in touched}, unknown)
+
+
+def _applied_in_c(base: MirrorRow, event: Mapping[str, Any]) -> bytes | None:
+    """The update applied to the stored document's BSON in C, or None: the reference's
+    (which also says what is wrong with a diff it refuses)."""
+    update = event.get("_oplogUpdate")
+    if not isinstance(update, bytes):
+        return None
+    document = base.encoded()
+    return None if document is None else apply_update_bson(document, update)
 
 
 def _before_snapshot_end(event: Mapping[str, Any], read_end: tuple[int, int] | None) -> bool:

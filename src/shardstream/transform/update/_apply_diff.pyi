@@ -1,0 +1,3 @@
+# apply_update's result for a $v: 2 delta, on BSON bytes (see _apply_diff.c): the updated
+# document's BSON as bson.encode writes that result, or None where the reference decides.
+def apply_diff(document: bytes, update: bytes, /) -> bytes | None: ...
