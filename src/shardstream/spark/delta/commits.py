@@ -14,11 +14,13 @@ app: its batch ids start again at 0 and must not be compared with the old ones.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from bson.timestamp import Timestamp
 from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction
 
@@ -32,6 +34,26 @@ BATCH_KEY: Final = "shardstream.batchId"
 # History is read backwards in pages; maintenance commits (optimize, vacuum) carry no
 # watermark, so the newest commit that has one may be a few versions back.
 _HISTORY_PAGE: Final = 20
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredFile:
+    """A data file the table's log names: its path relative to the table, and its size."""
+
+    path: str
+    size: int
+
+
+def write_data_file(table: Path, directory: str, rows: pa.Table) -> StoredFile:
+    """``rows`` as a new Parquet file of the Delta table at ``table``, under its partition
+    ``directory`` (``""``: none), snappy-compressed as delta-rs writes; a name no other
+    writer takes (a random UUID). No reader sees it until a commit adds it."""
+    relative = f"{directory}/" if directory else ""
+    relative += f"part-{uuid.uuid4().hex}.snappy.parquet"
+    target = table / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, target, compression="snappy")
+    return StoredFile(relative, target.stat().st_size)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,14 +15,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, RemoveAction
 
@@ -38,6 +36,7 @@ from shardstream.spark.delta.commits import (
     batch_metadata,
     committed_watermark,
     open_table,
+    write_data_file,
 )
 from shardstream.spark.source.rows import PUBLIC_COLUMNS
 
@@ -79,13 +78,11 @@ def write_changelog_file(
     fresh = newer_than(events, watermark).select(list(PUBLIC_COLUMNS)).sort_by("_id")
     if fresh.num_rows == 0:
         return ChangelogFile(None, 0, 0, None, None, events.num_rows, last_event)
-    name = f"part-{uuid.uuid4().hex}.snappy.parquet"
-    path = Path(root) / CHANGELOG_TABLE / name
-    pq.write_table(fresh.cast(CHANGELOG_SCHEMA), path, compression="snappy")
+    written = write_data_file(Path(root) / CHANGELOG_TABLE, "", fresh.cast(CHANGELOG_SCHEMA))
     ids = fresh["_id"]
     return ChangelogFile(
-        name,
-        path.stat().st_size,
+        written.path,
+        written.size,
         fresh.num_rows,
         ids[0].as_py(),
         ids[-1].as_py(),

@@ -120,34 +120,54 @@ def message_rows(payload: bytes) -> pa.Table:
 def namespace_rows(rows: pa.Table) -> tuple[dict[Namespace, CollectionShare], list[bytes]]:
     """A collection task's rows as each collection's share (its changes in stream order,
     one of each collection end; its final rows by ``_id``), and the messages among them."""
-    # The documents a rename moved share its token: by _id, whatever task said them.
+    # The documents a rename moved share its token: by _id, whatever task said them. One
+    # chunk first: the shuffle hands over many small ones, which a sort reads more slowly.
     keys = (ROUTE, "token", "kind", "documentId")
-    ordered = rows.sort_by([(key, "ascending") for key in keys])
+    ordered = rows.combine_chunks().sort_by([(key, "ascending") for key in keys])
+    is_message = pc.equal(ordered["kind"], MESSAGE)
+    messages: list[bytes] = ordered.filter(is_message)["message"].to_pylist()
+    rest = ordered.filter(pc.invert(is_message))
     found: dict[Namespace, CollectionShare] = {}
-    messages: list[bytes] = []
-    ends: set[tuple[str, str]] = set()
-    # Read column by column: a dict per row would cost more than the loop below.
-    columns = zip(*(column.to_pylist() for column in ordered.columns), strict=True)
-    for path, token, kind, operation, key, text, time, message in columns:
-        if kind == MESSAGE:
-            messages.append(message)
-            continue
-        db, _, coll = path.partition(_SEPARATOR)
-        entry = found.get((db, coll))
-        if entry is None:
-            entry = found[(db, coll)] = CollectionShare([], None)
-        if kind == FINAL:
-            final = FinalRow(key, text, token, time)
-            if entry.finals is None:
-                entry.finals = []
-            entry.finals.append(final)
-            continue
-        if kind == END:
-            if (path, token) in ends:
-                continue  # said by every state task that knew the collection
-            ends.add((path, token))
-        entry.changes.append(Change(token, operation, key, text, time))
-    for entry in found.values():
-        if entry.finals is not None:
-            entry.finals.sort(key=lambda final: final.document_id)
+    start = 0
+    # Sorted by route, each collection's rows are one run: in the order value_counts meets them.
+    for run in pc.value_counts(rest[ROUTE]).to_pylist():
+        db, _, coll = run["values"].partition(_SEPARATOR)
+        found[(db, coll)] = _share(rest.slice(start, run["counts"]))
+        start += run["counts"]
     return found, messages
+
+
+def _share(rows: pa.Table) -> CollectionShare:
+    """One collection's rows (in token order) as its share, a column at a time."""
+    is_final = pc.equal(rows["kind"], FINAL)
+    steps = rows.filter(pc.invert(is_final))
+    changes = list(map(Change, *_columns(steps, _CHANGE_FIELDS)))
+    if pc.any(pc.equal(steps["kind"], END)).as_py():
+        changes = _ends_said_once(changes, steps["kind"].to_pylist())
+    finals = rows.filter(is_final).sort_by("documentId")
+    if not finals.num_rows:
+        return CollectionShare(changes, None)
+    return CollectionShare(changes, list(map(FinalRow, *_columns(finals, _FINAL_FIELDS))))
+
+
+# The row columns that make a Change's and a FinalRow's fields, in their order.
+_CHANGE_FIELDS: Final = ("token", "operation", "documentId", "text", "clusterTime")
+_FINAL_FIELDS: Final = ("documentId", "text", "token", "clusterTime")
+
+
+def _columns(rows: pa.Table, names: tuple[str, ...]) -> list[list[Any]]:
+    return [rows[name].to_pylist() for name in names]
+
+
+def _ends_said_once(changes: list[Change], kinds: list[int]) -> list[Change]:
+    """``changes`` with each collection end once: every state task that knew the
+    collection says it."""
+    seen: set[str] = set()
+    kept: list[Change] = []
+    for change, kind in zip(changes, kinds, strict=True):
+        if kind == END:
+            if change.token in seen:
+                continue
+            seen.add(change.token)
+        kept.append(change)
+    return kept

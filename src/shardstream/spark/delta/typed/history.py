@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import pyarrow as pa
 
@@ -80,9 +80,9 @@ HISTORY_KIND: Final = TableKind(
 )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Change:
-    """One step of a collection's batch, in stream order.
+class Change(NamedTuple):
+    """One step of a collection's batch, in stream order (a tuple: a batch makes one per
+    change, and a frozen dataclass costs several times as much to build).
 
     Attributes:
         token: the change's resume token ``_data``.

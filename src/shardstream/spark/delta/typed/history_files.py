@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -33,6 +32,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
+from shardstream.spark.delta.commits import StoredFile, write_data_file
 from shardstream.spark.delta.typed.buckets import BUCKET, document_buckets
 from shardstream.spark.delta.typed.schema import DOCUMENT_ID
 
@@ -60,9 +60,10 @@ class HistoryBatch:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _StoredFile:
-    path: str
-    size: int
+class _CurrentFile:
+    """A file of the current versions: where it is, and its bucket."""
+
+    stored: StoredFile
     bucket: int
 
 
@@ -73,18 +74,18 @@ def commit_history(
     count) and commit it with ``properties`` (the batch's markers)."""
     schema = pa.schema(table.schema().to_arrow())
     stored_schema = pa.schema([field for field in schema if field.name not in PARTITIONS])
-    removed: list[_StoredFile] = []
+    removed: list[_CurrentFile] = []
     current: list[pa.Table] = [batch.versions]
     ended: list[pa.Table] = []
     files = _current_files(table, _buckets_read(batch, buckets))
     identities = [
-        pq.read_table(path / stored.path, columns=[DOCUMENT_ID])[DOCUMENT_ID] for stored in files
+        pq.read_table(path / file.stored.path, columns=[DOCUMENT_ID])[DOCUMENT_ID] for file in files
     ]
-    for stored, ending in zip(files, _ends(batch, identities), strict=True):
+    for file, ending in zip(files, _ends(batch, identities), strict=True):
         if ending is None:
             continue
-        rows = _conformed(pq.read_table(path / stored.path), stored_schema).append_column(
-            BUCKET, pa.array([stored.bucket] * len(ending), pa.int32())
+        rows = _conformed(pq.read_table(path / file.stored.path), stored_schema).append_column(
+            BUCKET, pa.array([file.bucket] * len(ending), pa.int32())
         )
         closes = pc.is_valid(ending)
         current.append(_with_current(rows.filter(pc.invert(closes)), True))
@@ -93,13 +94,14 @@ def commit_history(
             closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
         )
         ended.append(_with_current(closed, False))
-        removed.append(stored)
+        removed.append(file)
     every = pa.concat_tables(
         [_conformed(part, schema) for part in current + ended], promote_options="none"
     )
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
-        RemoveAction(old.path, True, now, old.size, _partition(True, old.bucket)) for old in removed
+        RemoveAction(old.stored.path, True, now, old.stored.size, _partition(True, old.bucket))
+        for old in removed
     ]
     actions += _written_files(path, every, stored_schema, now)
     table.create_write_transaction(
@@ -118,13 +120,13 @@ def _buckets_read(batch: HistoryBatch, buckets: int) -> set[int] | None:
     return set(document_buckets(batch.ends, buckets).to_pylist())
 
 
-def _current_files(table: DeltaTable, wanted: set[int] | None) -> list[_StoredFile]:
+def _current_files(table: DeltaTable, wanted: set[int] | None) -> list[_CurrentFile]:
     actions = pa.table(table.get_add_actions(flatten=True))
     if not actions.num_rows:
         return []
     rows = actions.select(["path", "size_bytes", f"partition.{CURRENT}", f"partition.{BUCKET}"])
     return [
-        _StoredFile(path, size, bucket)
+        _CurrentFile(StoredFile(path, size), bucket)
         for path, size, is_current, bucket in zip(
             *(column.to_pylist() for column in rows.columns), strict=True
         )
@@ -192,14 +194,9 @@ def _written_files(
         ):
             continue
         partition = _partition(currents[start], buckets[start])
-        relative = (
-            f"{CURRENT}={partition[CURRENT]}/{BUCKET}={partition[BUCKET]}/"
-            f"part-{uuid.uuid4().hex}.snappy.parquet"
-        )
-        target = path / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(stored.slice(start, end - start), target, compression="snappy")
+        directory = f"{CURRENT}={partition[CURRENT]}/{BUCKET}={partition[BUCKET]}"
+        written = write_data_file(path, directory, stored.slice(start, end - start))
         stats = json.dumps({"numRecords": end - start})
-        added.append(AddAction(relative, target.stat().st_size, partition, now, True, stats))
+        added.append(AddAction(written.path, written.size, partition, now, True, stats))
         start = end
     return added

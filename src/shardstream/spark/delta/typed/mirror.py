@@ -18,10 +18,9 @@ and inserts them into the new name's table.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import pyarrow as pa
 
@@ -68,9 +67,9 @@ MIRROR_KIND: Final = TableKind(
 _MATCH: Final = f"t.{quoted(DOCUMENT_ID)} = s.{quoted(DOCUMENT_ID)}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FinalRow:
-    """A document's state after a batch.
+class FinalRow(NamedTuple):
+    """A document's state after a batch (a tuple: a batch makes one per document, and a
+    frozen dataclass costs several times as much to build).
 
     Attributes:
         document_id: its ``_id`` as canonical Extended JSON.

@@ -12,7 +12,6 @@ know): a different ``B`` later would scatter documents over buckets that do not 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,7 +21,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from shardstream.errors import SinkError
-from shardstream.spark.delta.commits import open_table
+from shardstream.spark.delta.commits import StoredFile, open_table
 from shardstream.spark.delta.mirror.prepare import MIRROR_SCHEMA
 from shardstream.spark.ingest import MAX_BUCKETS
 
@@ -33,14 +32,6 @@ _DESCRIPTION: Final = (
     "pmod(xxhash64(get_json_object(documentKey, '$._id')), {buckets})"
 )
 _BUCKETS_IN: Final = re.compile(r"^shardstream mirror in (\d+) buckets: ")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredFile:
-    """A data file the table's log names: its path relative to the table, and its size."""
-
-    path: str
-    size: int
 
 
 def create_bucketed_mirror(path: Path, buckets: int) -> int:

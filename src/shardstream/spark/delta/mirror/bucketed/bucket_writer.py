@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import uuid
 from pathlib import Path
 from typing import Final
 
@@ -27,11 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shardstream.spark.delta.changelog.table import newer_than
-from shardstream.spark.delta.mirror.bucketed.bucket_table import (
-    BUCKET_COLUMN,
-    StoredFile,
-    bucket_files,
-)
+from shardstream.spark.delta.commits import StoredFile, write_data_file
+from shardstream.spark.delta.mirror.bucketed.bucket_table import BUCKET_COLUMN, bucket_files
 from shardstream.spark.delta.mirror.prepare import (
     DELETE,
     EVENT_COLUMNS,
@@ -155,7 +151,7 @@ def _write_bucket(
     kept = stored.filter(pc.invert(pc.is_in(_keys(stored), touched)))
     written = source.filter(pc.invert(source[DELETE])).drop_columns([DELETE])
     rows = pa.concat_tables([kept, written.cast(MIRROR_SCHEMA)]).sort_by(MERGE_KEY_ORDER)
-    added = _write_file(path, bucket, rows) if rows.num_rows else None
+    added = write_data_file(path, f"{BUCKET_COLUMN}={bucket}", rows) if rows.num_rows else None
     stats = json.dumps({"numRecords": rows.num_rows})
     return BucketWrite(
         bucket,
@@ -180,11 +176,3 @@ def _keys(rows: pa.Table) -> pa.Array:
     """Each row's key joined by NUL (no namespace or Extended JSON text holds one)."""
     joined = pc.binary_join_element_wise(rows["db"], rows["coll"], rows["_documentId"], "\0")
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
-
-
-def _write_file(path: Path, bucket: int, rows: pa.Table) -> StoredFile:
-    relative = f"{BUCKET_COLUMN}={bucket}/part-{uuid.uuid4().hex}.snappy.parquet"
-    target = path / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rows, target, compression="snappy")
-    return StoredFile(relative, target.stat().st_size)
