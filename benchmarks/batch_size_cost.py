@@ -18,13 +18,12 @@ batches: the same events, so what differs is what each batch costs.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import corpus_files
 from benchmarks.ingest_throughput import SHARDS, spark_child_json
-from benchmarks.timing import machine_line
+from benchmarks.timing import machine_line, scratch_directory
 
 BATCHES = ("10000", "50000", "default")
 
@@ -37,7 +36,7 @@ def _run(work: Path, batch: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     per_shard = int(argv[0]) if argv else 50_000
-    work = Path(tempfile.mkdtemp(prefix="shardstream-batch-cost-"))
+    work = scratch_directory("shardstream-batch-cost-")
     (work / "oplog-option").write_text(corpus_files(work / "oplogs", per_shard, SHARDS))
     print(machine_line())
     print(f"benchmark corpus: {SHARDS} shards x {per_shard:,} entries; local[2] perShard -> noop")

@@ -18,10 +18,9 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
+from benchmarks.timing import scratch_directory
 from shardstream.sim import SimulatedCluster, SimulationConfig
 from shardstream.spark.delta.sink import BatchOutcome
 from shardstream.spark.ingest.demo import DEMO_BATCH, demo_settings
@@ -45,7 +44,7 @@ def _one_run(batch: int) -> None:
     from shardstream.spark.ingest.query import run_ingest
     from shardstream.spark.ingest.session import build_session
 
-    directory = Path(tempfile.mkdtemp(prefix="demo-ingest-time-"))
+    directory = scratch_directory("demo-ingest-time-")
     oplogs = SimulatedCluster(SimulationConfig(seed=7, shards=3, operations=1000)).run()
     settings = demo_settings(directory / "lakehouse", oplogs.write_oplogs(directory), batch=batch)
     spark = build_session("local[2]")

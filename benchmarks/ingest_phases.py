@@ -15,12 +15,11 @@ start, the driver's planning (in the source runner's own process), offset and co
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import corpus_files
+from benchmarks.timing import scratch_directory
 from shardstream.spark.ingest import DEFAULT_MIRROR_WORKERS, batch_writers
 from shardstream.spark.ingest.progress import IngestProgress
 from shardstream.spark.ingest.query import run_ingest
@@ -41,7 +40,7 @@ class _Arrow:
 def main(argv: list[str]) -> None:
     per_shard, master, mode, batch = int(argv[0]), argv[1], argv[2], argv[3]
     workers = int(argv[4]) if len(argv) > 4 else DEFAULT_MIRROR_WORKERS
-    work = Path(tempfile.mkdtemp(prefix="shardstream-phases-"))
+    work = scratch_directory("shardstream-phases-")
     files = corpus_files(work, per_shard)
     writer_call = batch_writers.DriverBatches.__call__
     totals = {"toArrow": 0.0, "sink": 0.0}

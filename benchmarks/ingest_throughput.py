@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.sink_phases import sinks_alone
+from benchmarks.timing import scratch_directory
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.sim import SimulatedCluster, SimulationConfig
@@ -80,7 +81,7 @@ def main() -> None:
     if args.marginal:
         _marginal(args.marginal, args.batch, args.repeat)
         return
-    work = Path(tempfile.mkdtemp(prefix="shardstream-bench-"))
+    work = scratch_directory("shardstream-bench-")
     config = SimulationConfig(seed=1, shards=SHARDS, operations=args.entries)
     started = time.perf_counter()
     paths = SimulatedCluster(config).run().write_oplogs(work / "oplogs")
@@ -145,7 +146,7 @@ def corpus_pair(per_shard: int, label: str) -> list[Path]:
 
     works = []
     for size in (per_shard, 2 * per_shard):
-        work = Path(tempfile.mkdtemp(prefix=f"shardstream-{label}-{size}-"))
+        work = scratch_directory(f"shardstream-{label}-{size}-")
         (work / "oplog-option").write_text(corpus_files(work / "oplogs", size, SHARDS))
         works.append(work)
     return works
@@ -255,7 +256,7 @@ def _mirror_strategies(rows: int, changed: int) -> None:
     base = merge_source({row.key: row for row in (document(i, 0) for i in range(rows))})
     print(f"mirror write strategies: {rows:,} documents, batches of {changed:,} changed ones")
     for strategy in ("MERGE", "overwrite by predicate"):
-        root = Path(tempfile.mkdtemp(prefix="shardstream-strategy-"))
+        root = scratch_directory("shardstream-strategy-")
         write_deltalake(str(root / "mirror"), base.drop_columns(["_delete"]).cast(MIRROR_SCHEMA))
         mirror = DeltaMirror(root)
         reads, writes = [], []

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ingest_throughput import SHARDS, source_options
-from benchmarks.timing import machine_line, process_kind, process_rows
+from benchmarks.timing import machine_line, process_kind, process_rows, scratch_directory
 
 _EVERY_S = 0.5
 
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> None:
     master = argv[1] if len(argv) > 1 else "local[2]"
     batch = argv[2] if len(argv) > 2 else "50000"
     layout = argv[3] if len(argv) > 3 else "collections"
-    work = Path(tempfile.mkdtemp(prefix="shardstream-timeline-"))
+    work = scratch_directory("shardstream-timeline-")
     (work / "oplog-option").write_text(corpus_files(work / "oplogs", per_shard, SHARDS))
     print(machine_line())
     print(f"benchmark corpus: {SHARDS} shards x {per_shard:,} entries, {master}, batch {batch}")

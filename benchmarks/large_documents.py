@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.timing import scratch_directory
 from shardstream.bench.corpus import large_document_files
 
 _RUNS = (
@@ -68,7 +68,7 @@ def run(flags: list[str], extra: list[str], table: Path) -> tuple[int, float, st
 def main(argv: list[str]) -> None:
     per_shard = int(argv[0]) if argv else 1_500
     size = (int(argv[1]) if len(argv) > 1 else 400) * 1000
-    work = Path(tempfile.mkdtemp(prefix="shardstream-large-"))
+    work = scratch_directory("shardstream-large-")
     flags = [
         f"--shard={part}" for part in large_document_files(work, 2, per_shard, size).split(",")
     ]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from benchmarks.sink_phases import merged_tables, write_timed
+from benchmarks.timing import scratch_directory
 from shardstream.spark.delta.maintenance import TableMaintenance
 from shardstream.spark.delta.sink import LakehouseSink
 
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> None:
     per_shard = int(argv[0]) if argv else 250_000
     batch = int(argv[1]) if len(argv) > 1 else 50_000
     optimize_every = int(argv[2]) if len(argv) > 2 else 5
-    work = Path(tempfile.mkdtemp(prefix="shardstream-growth-"))
+    work = scratch_directory("shardstream-growth-")
     tables = merged_tables(corpus_files(work / "oplogs", per_shard), batch)
     report_slope(grow(tables, work / "tables", optimize_every))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
+from benchmarks.timing import scratch_directory
 from shardstream.spark.delta.mirror.keys import RowKey
 from shardstream.spark.delta.mirror.prepare import (
     MIRROR_SCHEMA,
@@ -86,7 +86,7 @@ def _median_ms(read: Callable[[Path, BatchNeeds], int], path: Path, needs: Batch
 
 def main(argv: list[str]) -> None:
     rows = int(argv[0]) if argv else 600_000
-    path = Path(tempfile.mkdtemp(prefix="shardstream-mirror-read-")) / "mirror"
+    path = scratch_directory("shardstream-mirror-read-") / "mirror"
     keys = _mirror(path, rows)
     print(f"mirror of {rows:,} documents; median of 5 reads each")
     rng = random.Random(1)

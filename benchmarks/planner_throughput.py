@@ -11,12 +11,11 @@ same batches). No Spark runs: this is the driver's share of an ingest only.
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
-from pathlib import Path
 from unittest import mock
 
 from benchmarks.corpus import corpus_files
+from benchmarks.timing import scratch_directory
 from shardstream.spark.source import fast_start as fast_start_module
 from shardstream.spark.source.batch_planner import BatchPlanner
 from shardstream.spark.source.options import SourceSpec, parse_options
@@ -42,7 +41,7 @@ def plan_all(spec: SourceSpec, batch: int) -> tuple[int, float]:
 def main() -> None:
     per_shard = int(sys.argv[1]) if len(sys.argv) > 1 else 25_000
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    directory = Path(tempfile.mkdtemp(prefix="shardstream-planner-"))
+    directory = scratch_directory("shardstream-planner-")
     spec = parse_options({"oplog": corpus_files(directory, per_shard)})
     fast_events, fast_s = plan_all(spec, batch)
     # Every plan on the reference path.

@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
 
+from benchmarks.timing import scratch_directory
 from shardstream.merger import MergedStream
 from shardstream.oplog.file_source import FileOplogSource
 from shardstream.resume_token.token_json import loads
@@ -173,7 +173,7 @@ def main(argv: list[str]) -> None:
 
     per_shard = int(argv[0]) if argv else 50_000
     batch = int(argv[1]) if len(argv) > 1 else 50_000
-    work = Path(tempfile.mkdtemp(prefix="shardstream-sinks-"))
+    work = scratch_directory("shardstream-sinks-")
     sinks_alone(corpus_files(work / "oplogs", per_shard), batch, work)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from benchmarks.timing import median_rate
+from benchmarks.timing import median_rate, scratch_directory
 from shardstream.spark.source.batch_planner import BatchPlanner
 from shardstream.spark.source.data_source import ShardstreamStreamReader
 from shardstream.spark.source.options import parse_options
@@ -97,12 +97,10 @@ def _tasks(
 
 
 def _files(per_shard: int) -> None:
-    from pathlib import Path
-    from tempfile import mkdtemp
 
     from benchmarks.corpus import corpus_files
 
-    files = corpus_files(Path(mkdtemp(prefix="shardstream-source-")), per_shard)
+    files = corpus_files(scratch_directory("shardstream-source-"), per_shard)
     print(
         f"python {platform.python_version()}, {platform.machine()}; benchmark corpus, 4 BSON "
         f"files x {per_shard:,} entries; batches of 50,000"

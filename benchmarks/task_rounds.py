@@ -25,7 +25,6 @@ machine's noise hide a change to the rounds' Python in ``ingest_scaling.py``'s f
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -35,6 +34,7 @@ import pyarrow as pa
 from deltalake.table import TableMerger
 
 from benchmarks.sink_phases import merged_tables
+from benchmarks.timing import scratch_directory
 from shardstream.bench.corpus import corpus_files
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
 from shardstream.spark.delta.changelog.task_files import create_changelog
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> None:
     per_shard = int(argv[0]) if argv else 25_000
     batch = int(argv[1]) if len(argv) > 1 else 50_000
     repeat = int(argv[2]) if len(argv) > 2 else 3
-    work = Path(tempfile.mkdtemp(prefix="shardstream-rounds-"))
+    work = scratch_directory("shardstream-rounds-")
     merged = merged_tables(corpus_files(work / "oplogs", per_shard), batch)
     batches = [shuffled_by_bucket(events, DEFAULT_BUCKETS) for events in merged]
     events = sum(table.num_rows for table in merged)

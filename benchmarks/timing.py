@@ -1,10 +1,14 @@
-"""Shared timing for the benchmark scripts: a median rate over repeats, with its spread."""
+"""Shared timing for the benchmark scripts: a median rate over repeats, with its spread; and
+the scratch directories their corpora and tables live in."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform
+import shutil
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +16,23 @@ from pathlib import Path
 
 import bson
 import pymongo
+
+_scratch_root: Path | None = None
+
+
+def scratch_directory(prefix: str) -> Path:
+    """A fresh directory for a benchmark's files, under one root per process that is
+    removed when the process exits: a run's corpus and tables take hundreds of MB, and
+    left behind, repeated runs fill the disk. ``SHARDSTREAM_KEEP_BENCH_FILES=1`` keeps
+    them (the root is printed) to look at."""
+    global _scratch_root
+    if _scratch_root is None:
+        _scratch_root = Path(tempfile.mkdtemp(prefix="shardstream-bench-"))
+        if os.environ.get("SHARDSTREAM_KEEP_BENCH_FILES"):
+            print(f"benchmark files kept in {_scratch_root}")
+        else:
+            atexit.register(shutil.rmtree, _scratch_root, True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=_scratch_root))
 
 
 def median_rate(
