@@ -14,13 +14,14 @@ Why not a Delta MERGE (as the mirror): delta-rs's MERGE joins the whole target p
 in DataFusion and writes the change data feed's files beside the data, about half the
 collection tasks' CPU; a history needs neither (its change feed is its rows: a version is
 added once and ended once), and pyarrow reads one column and writes the few files touched.
-The history's files carry Delta statistics of their row count only, as the state's do.
+The history's files carry Delta statistics (:mod:`~shardstream.spark.delta.file_stats`:
+counts, and exact bounds of the columns that have them), so readers skip files as they did
+those the MERGE wrote.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from shardstream.spark.delta.commits import StoredFile, write_data_file
+from shardstream.spark.delta.file_stats import file_statistics
 from shardstream.spark.delta.typed.buckets import BUCKET, document_buckets
 from shardstream.spark.delta.typed.schema import DOCUMENT_ID
 
@@ -195,8 +197,9 @@ def _written_files(
             continue
         partition = _partition(currents[start], buckets[start])
         directory = f"{CURRENT}={partition[CURRENT]}/{BUCKET}={partition[BUCKET]}"
-        written = write_data_file(path, directory, stored.slice(start, end - start))
-        stats = json.dumps({"numRecords": end - start})
+        part = stored.slice(start, end - start)
+        written = write_data_file(path, directory, part)
+        stats = file_statistics(part)
         added.append(AddAction(written.path, written.size, partition, now, True, stats))
         start = end
     return added
