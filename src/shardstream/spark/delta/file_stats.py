@@ -5,8 +5,8 @@ A commit's add action carries the file's ``numRecords`` and, per column, ``nullC
 file whose bounds exclude its predicate, so a bound must hold every value of the file.
 Bounds are written for the top-level columns whose bounds are exact here: integers, finite
 doubles, strings of at most :data:`MAX_STRING` characters (a longer one would need the
-protocol's truncation rules) and timestamps of whole milliseconds (the BSON dates the typed
-tables hold); any other column gets its null count alone, and is read whatever the
+protocol's truncation rules) and zoned timestamps of whole milliseconds (the BSON dates
+the typed tables hold); any other column gets its null count alone, and is read whatever the
 predicate, as a column without statistics is.
 """
 
@@ -47,7 +47,7 @@ def _bounds(column: pa.ChunkedArray, kind: pa.DataType) -> tuple[Any, Any] | Non
     if pa.types.is_floating(kind):
         if not pc.all(pc.is_finite(column)).as_py():  # NaN and infinities: no JSON number
             return None
-    elif not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_timestamp(kind)):
+    elif not (pa.types.is_integer(kind) or pa.types.is_string(kind) or _utc_micros(kind)):
         return None
     found = pc.min_max(column)
     low, high = found["min"], found["max"]
@@ -57,6 +57,11 @@ def _bounds(column: pa.ChunkedArray, kind: pa.DataType) -> tuple[Any, Any] | Non
     if pa.types.is_string(kind) and max(len(low_value), len(high_value)) > MAX_STRING:
         return None
     return low_value, high_value
+
+
+def _utc_micros(kind: pa.DataType) -> bool:
+    """A timestamp with a zone, to the microsecond at most (``as_py`` gives a datetime)."""
+    return pa.types.is_timestamp(kind) and kind.tz is not None and kind.unit != "ns"
 
 
 def _millisecond_bounds(low: pa.Scalar, high: pa.Scalar) -> tuple[str, str] | None:
