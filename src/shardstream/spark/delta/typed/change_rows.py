@@ -124,16 +124,19 @@ def namespace_rows(rows: pa.Table) -> tuple[dict[Namespace, CollectionShare], li
     # chunk first: the shuffle hands over many small ones, which a sort reads more slowly.
     keys = (ROUTE, "token", "kind", "documentId")
     ordered = rows.combine_chunks().sort_by([(key, "ascending") for key in keys])
-    is_message = pc.equal(ordered["kind"], MESSAGE)
-    messages: list[bytes] = ordered.filter(is_message)["message"].to_pylist()
-    rest = ordered.filter(pc.invert(is_message))
     found: dict[Namespace, CollectionShare] = {}
+    messages: list[bytes] = []
     start = 0
-    # Sorted by route, each collection's rows are one run: in the order value_counts meets them.
-    for run in pc.value_counts(rest[ROUTE]).to_pylist():
-        db, _, coll = run["values"].partition(_SEPARATOR)
-        found[(db, coll)] = _share(rest.slice(start, run["counts"]))
+    # Sorted by route, each route's rows are one run, in the order value_counts meets them:
+    # first the messages' (""), then one per collection; slices, not copies.
+    for run in pc.value_counts(ordered[ROUTE]).to_pylist():
+        part = ordered.slice(start, run["counts"])
         start += run["counts"]
+        if run["values"]:
+            db, _, coll = run["values"].partition(_SEPARATOR)
+            found[(db, coll)] = _share(part)
+        else:
+            messages = part["message"].to_pylist()
     return found, messages
 
 
