@@ -77,8 +77,10 @@ def commit_history(
     schema = pa.schema(table.schema().to_arrow())
     stored_schema = pa.schema([field for field in schema if field.name not in PARTITIONS])
     removed: list[_CurrentFile] = []
-    current: list[pa.Table] = [batch.versions]
-    ended: list[pa.Table] = []
+    # Each written file's parts, by partition: a replaced file's rows are one partition's
+    # already, so only the batch's new versions are sorted (a sort of every rewritten row
+    # by document, ~1/10 of the write, ordered nothing a reader uses).
+    parts = _new_versions(_conformed(batch.versions, schema), stored_schema)
     files = _current_files(table, _buckets_read(batch, buckets))
     identities = [
         pq.read_table(path / file.stored.path, columns=[DOCUMENT_ID])[DOCUMENT_ID] for file in files
@@ -86,26 +88,21 @@ def commit_history(
     for file, ending in zip(files, _ends(batch, identities), strict=True):
         if ending is None:
             continue
-        rows = _conformed(pq.read_table(path / file.stored.path), stored_schema).append_column(
-            BUCKET, pa.array([file.bucket] * len(ending), pa.int32())
-        )
+        rows = _conformed(pq.read_table(path / file.stored.path), stored_schema)
         closes = pc.is_valid(ending)
-        current.append(_with_current(rows.filter(pc.invert(closes)), True))
+        parts.setdefault((True, file.bucket), []).append(rows.filter(pc.invert(closes)))
         closed = rows.filter(closes)
         closed = closed.set_column(
             closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
         )
-        ended.append(_with_current(closed, False))
+        parts.setdefault((False, file.bucket), []).append(closed)
         removed.append(file)
-    every = pa.concat_tables(
-        [_conformed(part, schema) for part in current + ended], promote_options="none"
-    )
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(old.stored.path, True, now, old.stored.size, _partition(True, old.bucket))
         for old in removed
     ]
-    actions += _written_files(path, every, stored_schema, now)
+    actions += _written_files(path, parts, now)
     table.create_write_transaction(
         actions,
         mode="append",
@@ -171,35 +168,45 @@ def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _with_current(rows: pa.Table, current: bool) -> pa.Table:
-    return rows.append_column(CURRENT, pa.array([current] * rows.num_rows, pa.bool_()))
-
-
 def _partition(current: bool, bucket: int) -> dict[str, str | None]:
     return {CURRENT: "true" if current else "false", BUCKET: str(bucket)}
 
 
-def _written_files(
-    path: Path, rows: pa.Table, stored_schema: pa.Schema, now: int
-) -> list[AddAction | RemoveAction]:
-    """One file per partition of ``rows`` (each sorted by document and start), added."""
+def _new_versions(
+    versions: pa.Table, stored_schema: pa.Schema
+) -> dict[tuple[bool, int], list[pa.Table]]:
+    """The batch's new versions by partition (``_current``, bucket), each part sorted by
+    document and start, of the stored columns."""
     order = [(name, "ascending") for name in (*PARTITIONS, DOCUMENT_ID, START_AT)]
-    rows = rows.take(pc.sort_indices(rows.select([name for name, _ in order]), order))
-    currents, buckets = rows[CURRENT].to_pylist(), rows[BUCKET].to_pylist()
-    stored = rows.select(stored_schema.names)
-    added: list[AddAction | RemoveAction] = []
+    versions = versions.take(pc.sort_indices(versions.select([n for n, _ in order]), order))
+    currents, buckets = versions[CURRENT].to_pylist(), versions[BUCKET].to_pylist()
+    stored = versions.select(stored_schema.names)
+    parts: dict[tuple[bool, int], list[pa.Table]] = {}
     start = 0
     for end in range(1, len(currents) + 1):
-        if end < len(currents) and (currents[end], buckets[end]) == (
+        if end == len(currents) or (currents[end], buckets[end]) != (
             currents[start],
             buckets[start],
         ):
+            parts[(currents[start], buckets[start])] = [stored.slice(start, end - start)]
+            start = end
+    return parts
+
+
+def _written_files(
+    path: Path, parts: Mapping[tuple[bool, int], list[pa.Table]], now: int
+) -> list[AddAction | RemoveAction]:
+    """One file per partition (``_current``, bucket) of its ``parts``, added; none for
+    a partition left without rows (a replaced file whose every version the batch ended)."""
+    added: list[AddAction | RemoveAction] = []
+    for (current, bucket), tables in sorted(parts.items()):
+        if not any(table.num_rows for table in tables):
             continue
-        partition = _partition(currents[start], buckets[start])
+        partition = _partition(current, bucket)
         directory = f"{CURRENT}={partition[CURRENT]}/{BUCKET}={partition[BUCKET]}"
-        part = stored.slice(start, end - start)
-        written = write_data_file(path, directory, part)
-        stats = file_statistics(part)
-        added.append(AddAction(written.path, written.size, partition, now, True, stats))
-        start = end
+        rows = pa.concat_tables(tables, promote_options="none")
+        written = write_data_file(path, directory, rows)
+        added.append(
+            AddAction(written.path, written.size, partition, now, True, file_statistics(rows))
+        )
     return added
