@@ -47,6 +47,7 @@ from shardstream.spark.ingest.task_writes import (
     Written,
     write_task_events,
 )
+from shardstream.transform.raw.encoded_stream import quiet_collector
 
 
 class StateStage:
@@ -61,7 +62,9 @@ class StateStage:
         if done is None:
             return
         written, applied = done
-        yield from bucket_rows(self.options.root, applied).to_batches()
+        with quiet_collector():  # as write_task_events
+            rows = bucket_rows(self.options.root, applied)
+        yield from rows.to_batches()
         yield from message_rows(written.pickled()).to_batches()
 
 
@@ -75,7 +78,9 @@ class CollectionTasks:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         read = list(batches)
         if read:
-            yield write_collection_rows(self.options, pa.Table.from_batches(read)).to_batch()
+            with quiet_collector():  # as write_task_events
+                written = write_collection_rows(self.options, pa.Table.from_batches(read))
+            yield written.to_batch()
 
 
 def collection_rounds(frame: Any, options: WriterOptions, tasks: int) -> Any:

@@ -37,6 +37,7 @@ from shardstream.spark.delta.mirror.bucketed.bucket_writer import (
 from shardstream.spark.delta.mirror.table import MIRROR_TABLE
 from shardstream.spark.delta.typed.paths import STATE_TABLE
 from shardstream.spark.ingest import DEFAULT_BUCKETS, DEFAULT_MAX_COLUMNS
+from shardstream.transform.raw.encoded_stream import quiet_collector
 
 # The column saying which copy of an event the change log takes: an event that names no
 # document goes to every bucket, and only bucket 0's copy is logged.
@@ -176,6 +177,9 @@ def write_task_events(
     read = list(batches)
     if not read:
         return None
-    done = write_events(options, pa.Table.from_batches(read))
+    # A task's rows make hundreds of thousands of young containers, none in a cycle, that
+    # the cyclic collector would walk over and over (as the replay's and the sink's loops).
+    with quiet_collector():
+        done = write_events(options, pa.Table.from_batches(read))
     options.maybe_crash("task")
     return done
