@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 
 from shardstream.errors import SinkError
 from shardstream.spark.delta.changelog.table import CHANGELOG_TABLE
@@ -195,3 +195,25 @@ def test_a_failed_commit_after_a_tables_commit_keeps_that_tables_files(tmp_path:
     assert (tmp_path / CHANGELOG_TABLE / changelog.name).exists()
     assert not any(path.exists() for path in written)
     assert len(read_table(tmp_path, CHANGELOG_TABLE)) == 100
+
+
+def test_a_reader_skipping_bucket_files_by_their_statistics_finds_every_row(
+    tmp_path: Path,
+) -> None:
+    """The buckets' files carry bounds (``file_stats``) a reader prunes by, never wrongly."""
+    path = tmp_path / "bucketed"
+    create_bucketed_mirror(path, 4)
+    for batch_id, batch in enumerate(event_batches(_EVENTS, 120)):
+        _apply(path, batch, batch_id, 4)
+    table = DeltaTable(str(path))
+    actions = pa.table(table.get_add_actions(flatten=True))
+    assert "min._documentId" in actions.column_names  # the bounds are in the log
+    rows = table_rows(table, ["_documentId"])["_documentId"].to_pylist()
+    for identity in set(rows):
+        quoted = identity.replace("'", "''")
+        found = (
+            QueryBuilder()
+            .register("m", table)
+            .execute(f"SELECT count(*) AS n FROM m WHERE \"_documentId\" = '{quoted}'")
+        )
+        assert pa.table(found.read_all())["n"].to_pylist() == [rows.count(identity)], identity

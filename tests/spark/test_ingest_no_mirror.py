@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 
 from shardstream.cli.ingest_options import source_options
 from shardstream.cli.main import _build_parser
@@ -111,6 +111,30 @@ def test_a_file_no_commit_names_is_never_read_and_a_batch_commits_once(tmp_path:
     assert (overlap.events, overlap.rows) == (40, 20)
     assert commit_changelog_files(tmp_path, [overlap], "app", 1)
     assert _stored_rows(tmp_path) == _reference_rows(events[:120])
+
+
+def test_each_change_log_file_is_bounded_by_its_first_and_last_token(tmp_path: Path) -> None:
+    """The files' statistics hold their tokens' range (a token is longer than the typed
+    tables' string bounds): a reader pruning by ``_id`` skips files and still finds every
+    row."""
+    events = merged_events(simulate(**SIMULATION))[:120]
+    create_changelog(tmp_path)
+    files = [write_changelog_file(tmp_path, part, None) for part in event_batches(events, 40)]
+    assert commit_changelog_files(tmp_path, files, "app", 0)
+    table = DeltaTable(str(tmp_path / CHANGELOG_TABLE))
+    actions = pa.table(table.get_add_actions(flatten=True))
+    tokens = [event.token.data for event in events]
+    bounds = sorted(
+        zip(actions["min._id"].to_pylist(), actions["max._id"].to_pylist(), strict=True)
+    )
+    assert bounds == [(tokens[start], tokens[start + 39]) for start in (0, 40, 80)]
+    for token in tokens[::7]:
+        found = (
+            QueryBuilder()
+            .register("c", table)
+            .execute(f"SELECT count(*) AS n FROM c WHERE _id >= '{token}'")
+        )
+        assert pa.table(found.read_all())["n"].to_pylist() == [len(tokens) - tokens.index(token)]
 
 
 @pytest.mark.spark

@@ -13,7 +13,6 @@ removes it.  The driver handles file names, never rows.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ from shardstream.spark.delta.commits import (
     open_table,
     write_data_file,
 )
+from shardstream.spark.delta.file_stats import file_statistics
 from shardstream.spark.source.rows import PUBLIC_COLUMNS
 
 ROWS_KEY: Final = "shardstream.rows"  # a commit's rows, and the events its tasks were given
@@ -52,8 +52,7 @@ class ChangelogFile:
         name: the Parquet file's name in the table's directory (None: no row was new).
         size: its bytes.
         rows: the rows it holds.
-        first: the first row's token (``_id``), for the file's statistics.
-        last: the last row's.
+        stats: its Delta statistics (JSON; the token ``_id``'s bounds among them).
         events: the events the task was given (rows plus those at or below the watermark).
         last_event: the newest token among them (None: none), the batch's watermark's part.
     """
@@ -61,8 +60,7 @@ class ChangelogFile:
     name: str | None
     size: int
     rows: int
-    first: str | None
-    last: str | None
+    stats: str
     events: int
     last_event: str | None
 
@@ -73,21 +71,16 @@ def write_changelog_file(
     """Write a task's events (``EVENT_SCHEMA`` columns) newer than ``watermark`` into one
     file of the change log under the lakehouse ``root``."""
     if events.num_rows == 0:
-        return ChangelogFile(None, 0, 0, None, None, 0, None)
+        return ChangelogFile(None, 0, 0, "", 0, None)
     last_event: str = pc.max(events["_id"]).as_py()
     fresh = newer_than(events, watermark).select(list(PUBLIC_COLUMNS)).sort_by("_id")
     if fresh.num_rows == 0:
-        return ChangelogFile(None, 0, 0, None, None, events.num_rows, last_event)
-    written = write_data_file(Path(root) / CHANGELOG_TABLE, "", fresh.cast(CHANGELOG_SCHEMA))
-    ids = fresh["_id"]
+        return ChangelogFile(None, 0, 0, "", events.num_rows, last_event)
+    rows = fresh.cast(CHANGELOG_SCHEMA)
+    written = write_data_file(Path(root) / CHANGELOG_TABLE, "", rows)
+    stats = file_statistics(rows, keys=("_id",))
     return ChangelogFile(
-        written.path,
-        written.size,
-        fresh.num_rows,
-        ids[0].as_py(),
-        ids[-1].as_py(),
-        events.num_rows,
-        last_event,
+        written.path, written.size, fresh.num_rows, stats, events.num_rows, last_event
     )
 
 
@@ -119,7 +112,7 @@ def commit_changelog_files(
         return False
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
-        AddAction(f.name, f.size, {}, now, True, _stats(f)) for f in files if f.name is not None
+        AddAction(f.name, f.size, {}, now, True, f.stats) for f in files if f.name is not None
     ]
     counts = {ROWS_KEY: sum(f.rows for f in files), EVENTS_KEY: sum(f.events for f in files)}
     properties = commit.properties(CHANGELOG_TABLE, committed_watermark(table), counts)
@@ -138,15 +131,3 @@ def committed_counts(
     if newest is None:
         return None
     return int(newest[EVENTS_KEY]), int(newest[ROWS_KEY]), str(newest[WATERMARK_KEY])
-
-
-def _stats(written: ChangelogFile) -> str:
-    """The file's Delta statistics: its rows, and the token range readers prune by."""
-    return json.dumps(
-        {
-            "numRecords": written.rows,
-            "minValues": {"_id": written.first},
-            "maxValues": {"_id": written.last},
-            "nullCount": {"_id": 0},
-        }
-    )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from pathlib import Path
 from typing import Final
 
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 
 from shardstream.spark.delta.changelog.table import newer_than
 from shardstream.spark.delta.commits import StoredFile, write_data_file
+from shardstream.spark.delta.file_stats import file_statistics
 from shardstream.spark.delta.mirror.bucketed.bucket_table import BUCKET_COLUMN, bucket_files
 from shardstream.spark.delta.mirror.prepare import (
     DELETE,
@@ -152,7 +152,7 @@ def _write_bucket(
     written = source.filter(pc.invert(source[DELETE])).drop_columns([DELETE])
     rows = pa.concat_tables([kept, written.cast(MIRROR_SCHEMA)]).sort_by(MERGE_KEY_ORDER)
     added = write_data_file(path, f"{BUCKET_COLUMN}={bucket}", rows) if rows.num_rows else None
-    stats = json.dumps({"numRecords": rows.num_rows})
+    stats = file_statistics(rows)
     return BucketWrite(
         bucket,
         added,
