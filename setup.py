@@ -74,11 +74,13 @@ setup(
             "shardstream.transform.update._apply_diff",
             [
                 "src/shardstream/transform/update/_apply_diff.c",
+                "src/shardstream/transform/update/_diff_levels.c",
                 "src/shardstream/transform/raw/_event_walk.c",
                 "src/shardstream/transform/raw/_bson_check.c",
             ],
             include_dirs=["src/shardstream/transform/raw"],
             depends=[
+                "src/shardstream/transform/update/_diff_levels.h",
                 "src/shardstream/transform/raw/_bson_out.h",
                 "src/shardstream/transform/raw/_ejson.h",
                 "src/shardstream/transform/raw/_event_walk.h",

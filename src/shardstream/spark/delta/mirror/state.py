@@ -1,8 +1,6 @@
-"""Sink logic: apply one batch of change events to the mirror's affected rows.
-
-Pure Python over plain row dicts (no Spark, no Delta), so it is unit-tested alone.
-:mod:`shardstream.spark.delta.mirror.table` loads the rows a batch can touch, runs
-:func:`apply_batch` over them and merges the result into the Delta table.
+"""Sink logic: apply one batch of change events to the mirror's affected rows, with no
+Spark and no Delta (unit-tested alone): :mod:`~shardstream.spark.delta.mirror.table` loads
+the rows a batch can touch, runs :func:`apply_batch` over them and merges the result.
 
 Events are applied in token (``_id``) order, as a client applies a change stream:
 
@@ -58,9 +56,8 @@ NAMESPACE_OPERATIONS: Final = frozenset({"drop", "rename", "dropDatabase"})
 class MirrorRow:
     """One document of the mirror, as stored or as a batch left it.
 
-    The document is kept as text or as decoded BSON values, whichever the last step
-    produced: inserts and replaces never need decoding, and a document updated
-    several times in a batch is decoded and encoded once.
+    The document is kept as the last step produced it (text, decoded values or BSON):
+    inserts never need decoding, and one updated several times is decoded once.
     """
 
     db: str
