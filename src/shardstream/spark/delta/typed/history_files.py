@@ -37,6 +37,7 @@ from shardstream.spark.delta.commits import StoredFile, write_data_file
 from shardstream.spark.delta.file_stats import file_statistics
 from shardstream.spark.delta.typed.buckets import BUCKET, document_buckets
 from shardstream.spark.delta.typed.schema import DOCUMENT_ID
+from shardstream.spark.delta.write_behind import MAX_THREADS, write_behind
 
 START_AT: Final = "__START_AT"
 END_AT: Final = "__END_AT"
@@ -198,15 +199,17 @@ def _written_files(
 ) -> list[AddAction | RemoveAction]:
     """One file per partition (``_current``, bucket) of its ``parts``, added; none for
     a partition left without rows (a replaced file whose every version the batch ended)."""
-    added: list[AddAction | RemoveAction] = []
-    for (current, bucket), tables in sorted(parts.items()):
-        if not any(table.num_rows for table in tables):
-            continue
-        partition = _partition(current, bucket)
+
+    def written(part: tuple[dict[str, str | None], pa.Table]) -> AddAction:
+        partition, rows = part
         directory = f"{CURRENT}={partition[CURRENT]}/{BUCKET}={partition[BUCKET]}"
-        rows = pa.concat_tables(tables, promote_options="none")
-        written = write_data_file(path, directory, rows)
-        added.append(
-            AddAction(written.path, written.size, partition, now, True, file_statistics(rows))
-        )
-    return added
+        stored = write_data_file(path, directory, rows)
+        return AddAction(stored.path, stored.size, partition, now, True, file_statistics(rows))
+
+    files = [
+        (_partition(current, bucket), pa.concat_tables(tables, promote_options="none"))
+        for (current, bucket), tables in sorted(parts.items())
+        if any(table.num_rows for table in tables)
+    ]
+    # Every file's rows are in memory already: several written at once (write_behind.py).
+    return list(write_behind(written, files, MAX_THREADS))
