@@ -22,8 +22,10 @@ those the MERGE wrote.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -37,12 +39,13 @@ from shardstream.spark.delta.commits import StoredFile, write_data_file
 from shardstream.spark.delta.file_stats import file_statistics
 from shardstream.spark.delta.typed.buckets import BUCKET, document_buckets
 from shardstream.spark.delta.typed.schema import DOCUMENT_ID
-from shardstream.spark.delta.write_behind import MAX_THREADS, write_behind
 
 START_AT: Final = "__START_AT"
 END_AT: Final = "__END_AT"
 CURRENT: Final = "_current"
 PARTITIONS: Final = (CURRENT, BUCKET)
+# Threads writing a batch's files: a small machine's cores, not dozens per Spark task.
+_WRITERS: Final = min(4, os.cpu_count() or 1)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -211,5 +214,7 @@ def _written_files(
         for (current, bucket), tables in sorted(parts.items())
         if any(table.num_rows for table in tables)
     ]
-    # Every file's rows are in memory already: several written at once (write_behind.py).
-    return list(write_behind(written, files, MAX_THREADS))
+    # Every file's rows are in memory already, and pyarrow writes a file without the GIL:
+    # several at once (the in-driver sink's wall -13 % on 2 cores; benchmarks/README.md).
+    with ThreadPoolExecutor(_WRITERS, thread_name_prefix="shardstream-history") as pool:
+        return list(pool.map(written, files))

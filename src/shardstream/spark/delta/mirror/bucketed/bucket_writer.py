@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -38,7 +37,6 @@ from shardstream.spark.delta.mirror.prepare import (
     prepare_with,
     select_rows,
 )
-from shardstream.spark.delta.write_behind import write_behind
 
 # The column Spark adds to each event row: the bucket it was shuffled to.
 EVENT_BUCKET: Final = "_bucket"
@@ -121,27 +119,20 @@ def apply_buckets(
     buckets = fresh[EVENT_BUCKET]
     numbers = sorted(pc.unique(buckets).to_pylist())
     files = bucket_files(path, version, numbers)
-
-    def prepared() -> Iterator[tuple[int, pa.Table, pa.Table, PreparedBatch]]:
-        for bucket in numbers:
-            mine = fresh.filter(pc.equal(buckets, bucket))
-            mine = mine.select(list(EVENT_COLUMNS)).sort_by("_id")
-            stored = _read(path, files[bucket])
-            batch = prepare_with(
-                functools.partial(select_rows, stored),
-                mine,
-                strict=strict,
-                snapshot_read_end=None,
-                record_versions=record_versions,
-            )
-            yield bucket, mine, stored, batch
-
-    def written(work: tuple[int, pa.Table, pa.Table, PreparedBatch]) -> AppliedBucket:
-        bucket, mine, stored, batch = work
-        return AppliedBucket(_write_bucket(path, bucket, files[bucket], stored, batch), mine, batch)
-
-    # A bucket's file is written while the next bucket is prepared (write_behind.py).
-    return write_behind(written, prepared())
+    applied = []
+    for bucket in numbers:
+        mine = fresh.filter(pc.equal(buckets, bucket)).select(list(EVENT_COLUMNS)).sort_by("_id")
+        stored = _read(path, files[bucket])
+        prepared = prepare_with(
+            functools.partial(select_rows, stored),
+            mine,
+            strict=strict,
+            snapshot_read_end=None,
+            record_versions=record_versions,
+        )
+        write = _write_bucket(path, bucket, files[bucket], stored, prepared)
+        applied.append(AppliedBucket(write, mine, prepared))
+    return applied
 
 
 def _write_bucket(
