@@ -11,10 +11,11 @@ Spark's hash: only the spread matters), and runs each batch through the two roun
 one after the other in this process, as one task holding every bucket and every collection
 would: the state round (``write_events``: the change log's file, the state's buckets applied
 and written; then ``bucket_rows``) and the collection round (``write_collection_rows``: each
-collection's history and typed mirror, typed and MERGEd), then the driver's commits. Prints
-this process's CPU per event in each round, and in delta-rs's MERGEs within the collection
-round, the minimum over REPEAT runs into fresh tables (default 3): the machine is shared,
-and the minimum is the run least disturbed. REPEAT 0 stops before the rounds: run under
+collection's history and typed mirror, typed and written, the mirrors by MERGE), then the
+driver's commits. Prints this process's CPU per event in each round, in delta-rs's MERGEs
+within the collection round and in the driver's commits (a per-batch cost, shown per event),
+the minimum over REPEAT runs into fresh tables (default 3): the machine is shared, and the
+minimum is the run least disturbed. REPEAT 0 stops before the rounds: run under
 ``valgrind --tool=callgrind`` with REPEAT 1 and 0, the difference is the rounds'
 instructions.
 
@@ -68,10 +69,10 @@ def shuffled_by_bucket(events: pa.Table, buckets: int) -> pa.Table:
     return shuffled.sort_by([(EVENT_BUCKET, "ascending"), ("_id", "ascending")])
 
 
-def run_rounds(batches: list[pa.Table], root: Path) -> tuple[float, float, float]:
+def run_rounds(batches: list[pa.Table], root: Path) -> tuple[float, float, float, float]:
     """Every batch through both rounds and the commits into fresh tables under ``root``;
-    this process's CPU seconds in the state round, in the collection round, and in the
-    latter's MERGEs."""
+    this process's CPU seconds in the state round, in the collection round, in the
+    latter's MERGEs, and in the driver's commits."""
     merges: list[float] = []
     execute = TableMerger.execute
 
@@ -84,16 +85,16 @@ def run_rounds(batches: list[pa.Table], root: Path) -> tuple[float, float, float
 
     TableMerger.execute = timed  # type: ignore[method-assign,assignment]
     try:
-        state, collections = _rounds(batches, root)
+        state, collections, commits = _rounds(batches, root)
     finally:
         TableMerger.execute = execute  # type: ignore[method-assign]
-    return state, collections, sum(merges)
+    return state, collections, sum(merges), commits
 
 
-def _rounds(batches: list[pa.Table], root: Path) -> tuple[float, float]:
+def _rounds(batches: list[pa.Table], root: Path) -> tuple[float, float, float]:
     create_bucketed_mirror(root / STATE_TABLE, DEFAULT_BUCKETS)
     create_changelog(root)
-    state_cpu = collections_cpu = 0.0
+    state_cpu = collections_cpu = commits_cpu = 0.0
     for batch_id, events in enumerate(batches):
         state = open_table(root / STATE_TABLE)
         assert state is not None
@@ -113,10 +114,12 @@ def _rounds(batches: list[pa.Table], root: Path) -> tuple[float, float]:
             between = time.process_time()
             messages = write_collection_rows(options, rows)
             ended = time.process_time()
+            committing = time.process_time()
             commit_written(options, messages)
+            commits_cpu += time.process_time() - committing
         state_cpu += between - started
         collections_cpu += ended - between
-    return state_cpu, collections_cpu
+    return state_cpu, collections_cpu, commits_cpu
 
 
 def main(argv: list[str]) -> None:
@@ -132,13 +135,16 @@ def main(argv: list[str]) -> None:
         print(f"{shape}: prepared, no round run (REPEAT 0)")
         return
     runs = [run_rounds(batches, work / f"lake-{run}") for run in range(repeat)]
-    state, collections, merges = (min(run[i] for run in runs) / events * 1e6 for i in range(3))
+    state, collections, merges, commits = (
+        min(run[i] for run in runs) / events * 1e6 for i in range(4)
+    )
     print(
         f"{shape}, {DEFAULT_BUCKETS} buckets; CPU us/event in this process, min of {repeat} "
         f"runs:\n"
         f"  state round        {state:6.1f}\n"
         f"  collection round   {collections:6.1f} (of which delta-rs's MERGEs {merges:.1f})\n"
-        f"  both               {state + collections:6.1f}"
+        f"  both               {state + collections:6.1f}\n"
+        f"  the driver's commits {commits:4.1f} ({len(batches)} batches: a cost per batch)"
     )
 
 
