@@ -17,7 +17,7 @@ STAMP_SPARK := $(VENV)/.installed-spark
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # An editable install builds the C modules in place: a change to one needs a reinstall.
-BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch] src/shardstream/transform/update/_*.[ch] src/shardstream/resume_token/_*.[ch] src/shardstream/oplog/_*.c src/shardstream/cluster_sync/_*.[ch] src/shardstream/spark/delta/typed/_*.c)
+BUILD_INPUTS := pyproject.toml setup.py $(LOCK) $(wildcard src/shardstream/transform/raw/_*.[ch] src/shardstream/transform/update/_*.[ch] src/shardstream/resume_token/_*.[ch] src/shardstream/oplog/_*.c src/shardstream/cluster_sync/_*.[ch] src/shardstream/spark/delta/typed/_*.[ch])
 
 .PHONY: demo test lint typecheck unit bench fuzz lock lockcheck clean
 

@@ -91,10 +91,12 @@ setup(
             "shardstream.spark.delta.typed._bson_columns",
             [
                 "src/shardstream/spark/delta/typed/_bson_columns.c",
+                "src/shardstream/spark/delta/typed/_column_builder.c",
                 "src/shardstream/transform/raw/_event_walk.c",
             ],
             include_dirs=["src/shardstream/transform/raw"],
             depends=[
+                "src/shardstream/spark/delta/typed/_column_builder.h",
                 "src/shardstream/transform/raw/_ejson.h",
                 "src/shardstream/transform/raw/_event_walk.h",
             ],
