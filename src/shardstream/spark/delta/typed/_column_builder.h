@@ -11,7 +11,6 @@ enum { K_PYTHON, K_INT32, K_INT64, K_DOUBLE, K_BOOL, K_STRING, K_TIMESTAMP, K_BI
 #define MISFIT 1    /* a value left to Python: its column is not built here */
 #define MALFORMED 2 /* bytes that are no BSON document: nothing is built here */
 
-
 typedef struct Col {
     int kind, failed;
     Py_ssize_t length, nulls;
