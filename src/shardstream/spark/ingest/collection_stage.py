@@ -58,11 +58,11 @@ class StateStage:
         self.options = options
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        done = write_task_events(self.options, batches)
-        if done is None:
-            return
-        written, applied = done
-        with quiet_collector():  # as write_task_events
+        with quiet_collector():  # as EventTasks
+            done = write_task_events(self.options, batches)
+            if done is None:
+                return
+            written, applied = done
             rows = bucket_rows(self.options.root, applied)
         yield from rows.to_batches()
         yield from message_rows(written.pickled()).to_batches()
@@ -78,7 +78,7 @@ class CollectionTasks:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         read = list(batches)
         if read:
-            with quiet_collector():  # as write_task_events
+            with quiet_collector():  # as EventTasks
                 written = write_collection_rows(self.options, pa.Table.from_batches(read))
             yield written.to_batch()
 

@@ -164,7 +164,11 @@ class EventTasks:
         self.options = options
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        done = write_task_events(self.options, batches)
+        # A task's rows make hundreds of thousands of young containers, none in a cycle,
+        # that the cyclic collector would walk over and over (as the replay's and the
+        # in-driver sink's loops); every task body writes in such a quiet period.
+        with quiet_collector():
+            done = write_task_events(self.options, batches)
         if done is not None:
             yield done[0].to_batch()
 
@@ -177,9 +181,6 @@ def write_task_events(
     read = list(batches)
     if not read:
         return None
-    # A task's rows make hundreds of thousands of young containers, none in a cycle, that
-    # the cyclic collector would walk over and over (as the replay's and the sink's loops).
-    with quiet_collector():
-        done = write_events(options, pa.Table.from_batches(read))
+    done = write_events(options, pa.Table.from_batches(read))
     options.maybe_crash("task")
     return done

@@ -11,7 +11,10 @@
  * updates to the reference (the check is _diff_levels.c's).
  * tests/transform/test_apply_update_bson.py holds the two to each other.
  */
+#include "_bson_out.h"
 #include "_diff_levels.h"
+
+#define MAX_NESTING 200 /* as bson_check.py */
 
 typedef struct {
     const unsigned char *pre, *diff;

@@ -3,9 +3,8 @@
 #ifndef SHARDSTREAM_DIFF_LEVELS_H
 #define SHARDSTREAM_DIFF_LEVELS_H
 
-#include "_bson_out.h"
+#include "_event_walk.h"
 
-#define MAX_NESTING 200        /* as bson_check.py */
 #define MAX_LEVEL_ENTRIES 64   /* a diff level with more entries goes to the reference */
 #define MAX_PADDED 65536       /* an array diff's l or index at or past this: the reference */
 #define MAX_DIFF_DEPTH 32      /* deeper diffs too: each level's entries live on the stack */

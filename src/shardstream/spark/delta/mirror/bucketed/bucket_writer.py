@@ -50,7 +50,7 @@ class BucketWrite:
         bucket: the bucket.
         added: the bucket's new file (None: the batch left the bucket empty, or unchanged).
         added_rows: the rows in it.
-        stats: its Delta statistics (JSON).
+        stats: its Delta statistics (JSON; "" when no file was written).
         removed: the files it replaces (empty: the bucket is unchanged).
         events: events applied (those above the watermark).
         rows_read: stored rows the events needed (an update's base, a dropped collection's).
@@ -152,7 +152,7 @@ def _write_bucket(
     written = source.filter(pc.invert(source[DELETE])).drop_columns([DELETE])
     rows = pa.concat_tables([kept, written.cast(MIRROR_SCHEMA)]).sort_by(MERGE_KEY_ORDER)
     added = write_data_file(path, f"{BUCKET_COLUMN}={bucket}", rows) if rows.num_rows else None
-    stats = file_statistics(rows)
+    stats = file_statistics(rows) if added is not None else ""
     return BucketWrite(
         bucket,
         added,
