@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -15,6 +17,13 @@ def pytest_configure(config: pytest.Config) -> None:
             "pytest-timeout is not installed (the dev extra pins it: `make test`, or "
             "`.venv/bin/python -m pip install -c constraints.txt pytest-timeout`)"
         )
+    # Every JVM the tests start (the shared sessions, each `shardstream ingest` run, the
+    # docs' examples) compiles with C1 alone: a test's JVM lives seconds, and C2's
+    # compiling of Spark's start-up paths was a third of such a run's CPU (a 300-entry
+    # simulated ingest: 57-59 CPU-seconds over every process, 37-42 with C1 alone), on
+    # two cores the suite's JVMs share. spark-submit reads SPARK_SUBMIT_OPTS; a value of
+    # the caller's own is kept. Product runs and benchmarks keep the JVM's default.
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 settings.register_profile(
