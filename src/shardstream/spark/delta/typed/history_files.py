@@ -21,6 +21,7 @@ those the MERGE wrote.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -80,27 +81,12 @@ def commit_history(
     count) and commit it with ``properties`` (the batch's markers)."""
     schema = pa.schema(table.schema().to_arrow())
     stored_schema = pa.schema([field for field in schema if field.name not in PARTITIONS])
-    removed: list[_CurrentFile] = []
     # Each written file's parts, by partition: a replaced file's rows are one partition's
     # already, so only the batch's new versions are sorted (a sort of every rewritten row
     # by document, ~1/10 of the write, ordered nothing a reader uses).
     parts = _new_versions(_conformed(batch.versions, schema), stored_schema)
     files = _current_files(table, _buckets_read(batch, buckets))
-    identities = [
-        pq.read_table(path / file.stored.path, columns=[DOCUMENT_ID])[DOCUMENT_ID] for file in files
-    ]
-    for file, ending in zip(files, _ends(batch, identities), strict=True):
-        if ending is None:
-            continue
-        rows = _conformed(pq.read_table(path / file.stored.path), stored_schema)
-        closes = pc.is_valid(ending)
-        parts.setdefault((True, file.bucket), []).append(rows.filter(pc.invert(closes)))
-        closed = rows.filter(closes)
-        closed = closed.set_column(
-            closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
-        )
-        parts.setdefault((False, file.bucket), []).append(closed)
-        removed.append(file)
+    removed = _replace_ended(path, files, batch, stored_schema, parts)
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         RemoveAction(old.stored.path, True, now, old.stored.size, _partition(True, old.bucket))
@@ -114,6 +100,40 @@ def commit_history(
         partition_by=list(PARTITIONS),
         commit_properties=properties,
     )
+
+
+def _replace_ended(
+    path: Path,
+    files: list[_CurrentFile],
+    batch: HistoryBatch,
+    schema: pa.Schema,
+    parts: dict[tuple[bool, int], list[pa.Table]],
+) -> list[_CurrentFile]:
+    """Of ``files``, those holding a version ``batch`` ends: their open versions added to
+    ``parts`` as current, the ended ones (their ``__END_AT`` set) as not; returned, to be
+    removed."""
+    removed: list[_CurrentFile] = []
+    with contextlib.ExitStack() as opened:
+        # One reader per file (no dataset discovery per read): its `_documentId` column
+        # first, the rest only if the batch ends one of its versions; that column once.
+        readers = [opened.enter_context(pq.ParquetFile(path / file.stored.path)) for file in files]
+        identities = [reader.read(columns=[DOCUMENT_ID])[DOCUMENT_ID] for reader in readers]
+        ends = _ends(batch, identities)
+        for file, reader, identity, ending in zip(files, readers, identities, ends, strict=True):
+            if ending is None:
+                continue
+            rest = [name for name in reader.schema_arrow.names if name != DOCUMENT_ID]
+            rows = reader.read(columns=rest).append_column(DOCUMENT_ID, identity)
+            rows = _conformed(rows, schema)
+            closes = pc.is_valid(ending)
+            parts.setdefault((True, file.bucket), []).append(rows.filter(pc.invert(closes)))
+            closed = rows.filter(closes)
+            closed = closed.set_column(
+                closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
+            )
+            parts.setdefault((False, file.bucket), []).append(closed)
+            removed.append(file)
+    return removed
 
 
 def _buckets_read(batch: HistoryBatch, buckets: int) -> set[int] | None:
