@@ -58,9 +58,12 @@ typecheck: $(STAMP_DEV)
 
 # Three pytest processes (pytest-xdist) on 2 cores: much of the suite's wall time is
 # waiting (JVM starts, subprocesses, sockets); on a fresh clone two took 15.8 min of
-# pytest, three 12.5 (2026-11-28).
+# pytest, three 12.5 (2026-11-28). `worksteal`: a worker left idle takes queued tests
+# from a busy one, so the longest tests (JVM starts, 60-110 s) no longer end the run on
+# one worker while the others wait: 792 -> 664 s, the cores busy 79 -> 96 % of the run
+# (2026-11-29, JVMs on C1 in both: tests/conftest.py).
 unit: $(STAMP_DEV)
-	$(BIN)/pytest -q -n 3
+	$(BIN)/pytest -q -n 3 --dist worksteal
 
 bench: $(STAMP_DEV)
 	$(BIN)/pytest -q benchmarks
