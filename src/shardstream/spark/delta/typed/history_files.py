@@ -21,7 +21,6 @@ those the MERGE wrote.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
@@ -113,27 +112,35 @@ def _replace_ended(
     ``parts`` as current, the ended ones (their ``__END_AT`` set) as not; returned, to be
     removed."""
     removed: list[_CurrentFile] = []
-    with contextlib.ExitStack() as opened:
-        # One reader per file (no dataset discovery per read): its `_documentId` column
-        # first, the rest only if the batch ends one of its versions; that column once.
-        readers = [opened.enter_context(pq.ParquetFile(path / file.stored.path)) for file in files]
-        identities = [reader.read(columns=[DOCUMENT_ID])[DOCUMENT_ID] for reader in readers]
-        ends = _ends(batch, identities)
-        for file, reader, identity, ending in zip(files, readers, identities, ends, strict=True):
-            if ending is None:
-                continue
+    # A file read by its own reader (no dataset discovery per read): its `_documentId`
+    # column first, the rest only if the batch ends one of its versions, that column
+    # never twice. Each reader is closed before the next opens (a bucket's current files
+    # may be many before maintenance compacts them); a replaced file's reopening reuses
+    # its footer.
+    first = [_identities(path / file.stored.path) for file in files]
+    ends = _ends(batch, [identity for identity, _ in first])
+    for file, (identity, footer), ending in zip(files, first, ends, strict=True):
+        if ending is None:
+            continue
+        with pq.ParquetFile(path / file.stored.path, metadata=footer) as reader:
             rest = [name for name in reader.schema_arrow.names if name != DOCUMENT_ID]
             rows = reader.read(columns=rest).append_column(DOCUMENT_ID, identity)
-            rows = _conformed(rows, schema)
-            closes = pc.is_valid(ending)
-            parts.setdefault((True, file.bucket), []).append(rows.filter(pc.invert(closes)))
-            closed = rows.filter(closes)
-            closed = closed.set_column(
-                closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
-            )
-            parts.setdefault((False, file.bucket), []).append(closed)
-            removed.append(file)
+        rows = _conformed(rows, schema)
+        closes = pc.is_valid(ending)
+        parts.setdefault((True, file.bucket), []).append(rows.filter(pc.invert(closes)))
+        closed = rows.filter(closes)
+        closed = closed.set_column(
+            closed.schema.get_field_index(END_AT), END_AT, ending.filter(closes)
+        )
+        parts.setdefault((False, file.bucket), []).append(closed)
+        removed.append(file)
     return removed
+
+
+def _identities(path: Path) -> tuple[pa.ChunkedArray, pq.FileMetaData]:
+    """The file's ``_documentId`` column and its footer."""
+    with pq.ParquetFile(path) as reader:
+        return reader.read(columns=[DOCUMENT_ID])[DOCUMENT_ID], reader.metadata
 
 
 def _buckets_read(batch: HistoryBatch, buckets: int) -> set[int] | None:
