@@ -26,6 +26,7 @@ setup(
             "shardstream.transform.raw._ejson",
             [
                 "src/shardstream/transform/raw/_ejson.c",
+                "src/shardstream/transform/raw/_ejson_scalars.c",
                 "src/shardstream/transform/raw/_event_walk.c",
                 "src/shardstream/transform/raw/_event_fields.c",
                 "src/shardstream/transform/raw/_event_columns.c",
@@ -34,6 +35,7 @@ setup(
             ],
             depends=[
                 "src/shardstream/transform/raw/_ejson.h",
+                "src/shardstream/transform/raw/_ejson_scalars.h",
                 "src/shardstream/transform/raw/_event_walk.h",
             ],
             optional=True,

@@ -1,6 +1,6 @@
-/* What the parts of the _ejson module share: _ejson.c writes Extended JSON from BSON,
- * _event_fields.c and _event_columns.c read change events' top levels (_event_walk.c) and
- * write their documents with it,
+/* What the parts of the _ejson module share: _ejson.c writes Extended JSON from BSON (its
+ * scalars in _ejson_scalars.c), _event_fields.c and _event_columns.c read change events' top
+ * levels (_event_walk.c) and write their documents with it,
  * _bson_check.c judges an oplog entry's bytes for the fast path. */
 #ifndef SHARDSTREAM_EJSON_H
 #define SHARDSTREAM_EJSON_H
