@@ -1,7 +1,8 @@
 /* The scalar writers of _ejson_scalars.c, for _ejson.c's walk of documents and arrays.
  * Each appends to o and returns 0, FALLBACK (the Python walker's case) or -1 (a Python error
- * set). Called across files, not inlined: dumps of a 9-field document measured 2-3 % slower
- * than with them in _ejson.c (2026-11-29), the price of files under 300 lines. */
+ * set). Called across files, not inlined: dumps of one 9-field document measured 2-3 %
+ * slower than with them in _ejson.c, the benchmark corpus's events not (2026-11-29,
+ * benchmarks/README.md, "JSON output"). */
 #ifndef SHARDSTREAM_EJSON_SCALARS_H
 #define SHARDSTREAM_EJSON_SCALARS_H
 
