@@ -114,9 +114,8 @@ def _rounds(batches: list[pa.Table], root: Path) -> tuple[float, float, float]:
             between = time.process_time()
             messages = write_collection_rows(options, rows)
             ended = time.process_time()
-            committing = time.process_time()
             commit_written(options, messages)
-            commits_cpu += time.process_time() - committing
+            commits_cpu += time.process_time() - ended
         state_cpu += between - started
         collections_cpu += ended - between
     return state_cpu, collections_cpu, commits_cpu

@@ -55,7 +55,6 @@ int add_null(Col *c) {
     return rc ? rc : end_row(c, 0);
 }
 
-
 int next_element(const unsigned char *raw, Py_ssize_t end, Py_ssize_t *pos, Element *e) {
     if (*pos >= end) return *pos == end && raw[end] == 0 ? 0 : -1;
     int kind;
